@@ -1,0 +1,68 @@
+/*
+ * The 16-byte header in front of every UDP audio datagram, both directions
+ * (PROTOCOL.md section 4): pack it, and parse it with the same checks, in
+ * the same order, as the device firmware applies to what it receives.
+ */
+#ifndef GW_CODEC_UDP_HEADER_H
+#define GW_CODEC_UDP_HEADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/error.h"
+
+#define GW_UDP_HEADER_LEN 16
+/* The device receives into a 1500-byte buffer: 1500 - 16. */
+#define GW_UDP_MAX_PAYLOAD 1484
+#define GW_UDP_TYPE_AUDIO  0x01
+
+/*
+ * Host-order view of the header. On the wire every field is big-endian and
+ * the whole 16 bytes, as sent, are the AES-128-CTR initial counter block.
+ */
+struct gw_udp_header {
+    uint8_t type;         /* GW_UDP_TYPE_AUDIO; anything else is dropped */
+    uint8_t flags;        /* 0 when sent, ignored when received */
+    uint16_t payload_len; /* bytes after the header (encrypted Opus) */
+    uint32_t ssrc;        /* connection id handed out in the hello nonce */
+    uint32_t timestamp;   /* ms, passed through untouched (server AEC) */
+    uint32_t sequence;    /* per direction and hello, first packet is 1 */
+};
+
+/* Writes h to out in wire order. Does not validate h. */
+void gw_udp_header_pack(const struct gw_udp_header *h,
+                        uint8_t out[GW_UDP_HEADER_LEN]);
+
+/*
+ * Parses the header of a whole datagram of len bytes and checks it as the
+ * firmware does, in this order:
+ *   len < 16                  -> GW_ETRUNC
+ *   type != 0x01              -> GW_EPROTO
+ *   16 + payload_len != len   -> GW_EMALFORMED (no trailing bytes allowed)
+ *   payload_len > 1484        -> GW_ETOOBIG
+ * flags are not checked. *h is written only on success. The sequence is
+ * checked separately (gw_udp_header_check_sequence) because it needs the
+ * session's state.
+ */
+GW_MUST_CHECK int gw_udp_header_parse(const uint8_t *buf, size_t len,
+                                      struct gw_udp_header *h);
+
+/*
+ * Replay rule shared with the firmware: a packet is accepted only if its
+ * sequence is above the last one accepted in that direction, gaps being
+ * fine. last_accepted starts at 0 after each hello, so sequence 0 is always
+ * refused. Returns 0 or GW_EREPLAY. There is no wrap-around: at one packet
+ * per 60 ms a 32-bit counter lasts eight years, and the firmware does not
+ * wrap either.
+ */
+GW_MUST_CHECK int gw_udp_header_check_sequence(uint32_t last_accepted,
+                                               uint32_t seq);
+
+/*
+ * The ssrc (bytes 4..7) of a datagram, for the demultiplexer's lookup
+ * before anything else is parsed. The caller must have checked that at
+ * least GW_UDP_HEADER_LEN bytes are present.
+ */
+uint32_t gw_udp_header_peek_ssrc(const uint8_t *buf);
+
+#endif /* GW_CODEC_UDP_HEADER_H */

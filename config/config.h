@@ -1,0 +1,158 @@
+/*
+ * The gateway's configuration (DESIGN.md section 5): a JSON file, loaded
+ * parse -> validate -> apply into one plain struct. Every key is declared
+ * once, in config_schema.c, with its type, default, range and whether a
+ * SIGHUP reload may change it.
+ */
+#ifndef GW_CONFIG_H
+#define GW_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec/audio_frame.h"
+#include "gateway/error.h"
+#include "gateway/log.h"
+
+/* How the gateway authenticates its WebSocket to a backend. */
+enum gw_auth_scheme {
+    GW_AUTH_NONE,        /* no authorization header */
+    GW_AUTH_BEARER,      /* static "Bearer <token>" */
+    GW_AUTH_XIAOZHI_HMAC /* "Bearer <sig>.<ts>" signed with secret */
+};
+
+struct gw_backend_config {
+    char *name;              /* unique, referenced by routes */
+    char *url;               /* ws:// or wss://, used verbatim */
+    enum gw_framing framing; /* binary audio framing */
+    struct {
+        enum gw_auth_scheme scheme;
+        char *token;  /* GW_AUTH_BEARER */
+        char *secret; /* GW_AUTH_XIAOZHI_HMAC */
+    } auth;
+    char *ca_file;          /* extra CA for wss:// ("" = system store) */
+    int connect_timeout_ms; /* TCP + TLS + upgrade */
+};
+
+/*
+ * A route matches a device when every non-empty list matches (an empty
+ * match matches everything); within a list any entry may match.
+ */
+struct gw_route_config {
+    char **groups; /* client id part 1 */
+    size_t n_groups;
+    char **macs; /* "aa:bb:cc:dd:ee:ff", lowercase */
+    size_t n_macs;
+    char **client_ids; /* full MQTT client ids */
+    size_t n_client_ids;
+    char **backends; /* names, tried in order */
+    size_t n_backends;
+    size_t *backend_index; /* resolved indices into gw_config.backends */
+};
+
+struct gw_config {
+    char *source; /* file name the config came from, for messages */
+    char *instance;
+    struct {
+        char *host;
+        int port;
+        char *client_id;
+        char *username;
+        char *password;
+        int keepalive_s;
+        struct {
+            bool enabled;
+            char *ca_file;
+            char *cert_file;
+            char *key_file;
+        } tls;
+        char *up_topic;       /* with one '+' level for the client id */
+        char *down_topic;     /* with "{client_id}" */
+        char *presence_topic; /* with one '+' level for the client id */
+    } mqtt;
+    struct {
+        char *bind;
+        int port;
+        char *public_host; /* what devices are told in the hello */
+        int public_port;
+    } udp;
+    struct gw_backend_config *backends;
+    size_t n_backends;
+    struct gw_route_config *routes;
+    size_t n_routes;
+    struct {
+        char *listen;
+        int port; /* 0 disables the HTTP API */
+        char *token;
+    } http;
+    struct {
+        int max_sessions;
+        int backend_hello_timeout_ms;
+        int udp_idle_timeout_ms;
+        int max_message_bytes;
+    } limits;
+    struct {
+        enum gw_log_level level;
+        enum gw_log_format format;
+    } log;
+};
+
+/* Larger files are refused before parsing. */
+#define GW_CONFIG_MAX_BYTES (1024 * 1024)
+
+/*
+ * Loads and validates a config. On success *out owns a new config (free
+ * with gw_config_destroy). On failure returns GW_ECONFIG (or GW_ENOMEM /
+ * a negative errno for an unreadable file) and writes one message per line
+ * to err (truncated to errlen): "FILE:LINE:COL: reason" for syntax errors,
+ * "FILE: key.path: reason" for the rest, e.g.
+ *   "gw.json: backends[1].url: scheme must be ws:// or wss://".
+ * Up to 20 messages are written; checks that span keys (backend names,
+ * route targets, auth secrets, readable files) run once every key is
+ * well-formed. Column numbers count characters, starting at 1.
+ *
+ * After a successful load every string is non-NULL ("" when absent and
+ * without a default), mqtt.client_id defaults to "hybridgw-<instance>",
+ * udp.public_port 0 becomes udp.port, routes default to one catch-all route
+ * to the first backend, and every route's backend_index is resolved. File
+ * paths (tls, ca_file) are relative to the working directory and must be
+ * readable. The schema itself (keys, defaults, ranges, which keys need a
+ * restart) is the table in config_schema.c.
+ */
+GW_MUST_CHECK int gw_config_load_file(const char *path, struct gw_config **out,
+                                      char *err, size_t errlen);
+
+/* As above, from memory; name stands in for the file name in messages. */
+GW_MUST_CHECK int gw_config_load_string(const char *text, size_t len,
+                                        const char *name,
+                                        struct gw_config **out, char *err,
+                                        size_t errlen);
+
+void gw_config_destroy(struct gw_config *cfg);
+
+/*
+ * Called once per restart-only key whose value differs between a running
+ * config and a reloaded one, with its path ("udp.port").
+ */
+typedef void (*gw_config_change_cb)(const char *path, void *arg);
+
+/* Returns how many restart-only keys differ; cb may be NULL. */
+size_t gw_config_restart_changes(const struct gw_config *running,
+                                 const struct gw_config *loaded,
+                                 gw_config_change_cb cb, void *arg);
+
+/*
+ * The effective config as indented JSON, every key present, in a string
+ * the caller frees with free(). Secrets (passwords, tokens) print as
+ * "********" unless secrets is true; with secrets, loading the output
+ * gives back an equal config. Returns 0 or GW_ENOMEM.
+ */
+GW_MUST_CHECK int gw_config_dump(const struct gw_config *cfg, bool secrets,
+                                 char **out);
+
+/* Name tables shared with the code that prints configs. */
+const char *gw_framing_name(enum gw_framing framing);
+const char *gw_auth_scheme_name(enum gw_auth_scheme scheme);
+
+#endif /* GW_CONFIG_H */

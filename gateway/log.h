@@ -1,0 +1,49 @@
+/*
+ * Logging: one line per event, to stderr, as text or JSON. Every line names
+ * its subject (a session, the MQTT link, the config) so that one grep
+ * follows one device. Never pass keys, nonces or audio here.
+ */
+#ifndef GW_LOG_H
+#define GW_LOG_H
+
+#include <stdarg.h>
+
+enum gw_log_level { GW_LOG_ERROR, GW_LOG_WARN, GW_LOG_INFO, GW_LOG_DEBUG };
+
+enum gw_log_format { GW_LOG_TEXT, GW_LOG_JSON };
+
+/* Changes take effect for the next line; safe to call at any time. */
+void gw_log_set_level(enum gw_log_level level);
+void gw_log_set_format(enum gw_log_format format);
+enum gw_log_level gw_log_get_level(void);
+
+/* Level names as written in the config: "error", "warn", "info", "debug". */
+const char *gw_log_level_name(enum gw_log_level level);
+
+/*
+ * Writes one line. subject is the identity prefix ("gw", "mqtt",
+ * "dev=GID@@@aa_bb@@@u sid=..."); NULL prints as "-". The message is
+ * sanitised: control characters become '.', so peer bytes cannot forge
+ * lines.
+ */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+void gw_log(enum gw_log_level level, const char *subject, const char *fmt,
+            ...);
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 0)))
+#endif
+void gw_vlog(enum gw_log_level level, const char *subject, const char *fmt,
+             va_list ap);
+
+/* Skips the formatting work entirely when the level is filtered out. */
+#define GW_LOG(level, subject, ...)                                            \
+    do {                                                                       \
+        if ((level) <= gw_log_get_level()) {                                   \
+            gw_log((level), (subject), __VA_ARGS__);                           \
+        }                                                                      \
+    } while (0)
+
+#endif /* GW_LOG_H */

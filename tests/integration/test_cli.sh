@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The command line of hybridgw: --version, --check-config on good and bad
+# files, SIGHUP reload (a bad file keeps the running config), SIGTERM exit.
+gw=$1
+src=$2
+. "$src/tests/integration/lib.sh"
+
+out=$("$gw" --version)
+check "--version exits 0 and names the program" \
+    grep -qE '^hybridgw [0-9]+\.[0-9]+\.[0-9]+ ' <<<"$out"
+
+for f in "$src"/config/*.json; do
+    check "--check-config accepts $(basename "$f")" \
+        "$gw" -c "$f" --check-config
+done
+
+bad=$GW_TEST_TMP/bad.json
+cat >"$bad" <<'JSON'
+{
+  "backends": [ { "name": "main", "url": "http://127.0.0.1:8000/" } ],
+  "udp": { "port": 70000 }
+}
+JSON
+"$gw" -c "$bad" --check-config >"$GW_TEST_TMP/bad.out" 2>&1
+rc=$?
+check "--check-config exits 1 on a bad file" test "$rc" -eq 1
+check "the error names the key path backends[0].url" \
+    grep -q 'backends\[0\]\.url' "$GW_TEST_TMP/bad.out"
+check "the error names the key path udp.port" \
+    grep -q 'udp\.port' "$GW_TEST_TMP/bad.out"
+
+printf '{\n  "backends": [\n    { "name": "a" "url": "ws://x/" }\n  ]\n}\n' \
+    >"$GW_TEST_TMP/syntax.json"
+"$gw" -c "$GW_TEST_TMP/syntax.json" --check-config >"$GW_TEST_TMP/syntax.out" 2>&1
+check "a syntax error is reported as file:line:col" \
+    grep -qE 'syntax\.json:3:[0-9]+' "$GW_TEST_TMP/syntax.out"
+
+"$gw" -c "$GW_TEST_TMP/missing.json" --check-config >/dev/null 2>&1
+rc=$?
+check "--check-config exits 1 on a missing file" test "$rc" -eq 1
+
+"$gw" --no-such-flag >/dev/null 2>&1
+rc=$?
+check "an unknown flag is a usage error (2)" test "$rc" -eq 2
+
+# A running gateway: reload with a broken file keeps running; a good file
+# with a new log level applies; SIGTERM stops it with status 0.
+live=$GW_TEST_TMP/live.json
+cp "$src/config/minimal.json" "$live"
+log=$GW_TEST_TMP/gw.log
+"$gw" -c "$live" >"$log" 2>&1 &
+pid=$!
+check "the gateway starts" wait_for_line "$log" 'running \(pid'
+
+echo '{ "backends": [' >"$live"
+kill -HUP "$pid"
+check "a broken reload is refused" \
+    wait_for_line "$log" 'reload of .* failed; the running configuration stays'
+check "the gateway survives a broken reload" kill -0 "$pid"
+
+sed 's/"info"/"debug"/' "$src/config/hybridgw.json" >"$live"
+kill -HUP "$pid"
+check "a good reload applies" wait_for_line "$log" 'reloaded '
+
+kill -TERM "$pid"
+EXIT_CODE=255
+check "SIGTERM stops the gateway" wait_for_exit "$pid"
+check "exit status after SIGTERM is 0" test "$EXIT_CODE" -eq 0
+check "the stop is logged" grep -q 'SIGTERM received' "$log"
+
+finish
