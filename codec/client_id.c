@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "codec/hex.h"
 #include "codec/utf8.h"
 
 #define SEP     "@@@"
@@ -107,20 +108,6 @@ static size_t split(const char *buf, size_t len, const char *part[3],
     return n;
 }
 
-static int hex_nibble(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* "A0_85_e3_F4_49_34" -> "a0:85:e3:f4:49:34"; 0 or GW_EMALFORMED. */
 static int parse_mac(const char *s, size_t len, char mac[18])
 {
@@ -130,8 +117,8 @@ static int parse_mac(const char *s, size_t len, char mac[18])
         return GW_EMALFORMED;
     }
     for (size_t k = 0; k < 6; k++) {
-        int hi = hex_nibble(s[3 * k]);
-        int lo = hex_nibble(s[3 * k + 1]);
+        int hi = gw_hex_nibble(s[3 * k]);
+        int lo = gw_hex_nibble(s[3 * k + 1]);
         if (hi < 0 || lo < 0 || (k < 5 && s[3 * k + 2] != '_')) {
             return GW_EMALFORMED;
         }

@@ -1,7 +1,7 @@
 /* Hex text <-> bytes for the hello's key and nonce. */
 #include "codec/hex.h"
 
-static int nibble(char c)
+int gw_hex_nibble(char c)
 {
     if (c >= '0' && c <= '9') {
         return c - '0';
@@ -40,8 +40,8 @@ int gw_hex_decode(const char *text, size_t text_len, uint8_t *out,
         return GW_EINVAL;
     }
     for (size_t i = 0; i < out_len; i++) {
-        int hi = nibble(text[2 * i]);
-        int lo = nibble(text[2 * i + 1]);
+        int hi = gw_hex_nibble(text[2 * i]);
+        int lo = gw_hex_nibble(text[2 * i + 1]);
         if (hi < 0 || lo < 0) {
             return GW_EMALFORMED;
         }

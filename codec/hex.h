@@ -26,4 +26,7 @@ GW_MUST_CHECK int gw_hex_encode(const uint8_t *buf, size_t len, char *out,
 GW_MUST_CHECK int gw_hex_decode(const char *text, size_t text_len, uint8_t *out,
                                 size_t out_len);
 
+/* Value of one hex digit (either case), or -1. */
+int gw_hex_nibble(char c);
+
 #endif /* GW_CODEC_HEX_H */
