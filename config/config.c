@@ -766,6 +766,12 @@ size_t gw_config_restart_changes(const struct gw_config *running,
                                  arg);
 }
 
+size_t gw_config_keep_restart_values(struct gw_config *running,
+                                     struct gw_config *loaded)
+{
+    return gw_config_schema_keep(&gw_config_schema, running, loaded);
+}
+
 int gw_config_dump(const struct gw_config *cfg, bool secrets, char **out)
 {
     cJSON *json = gw_config_schema_dump(&gw_config_schema, cfg, secrets);

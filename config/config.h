@@ -151,6 +151,14 @@ size_t gw_config_restart_changes(const struct gw_config *running,
 GW_MUST_CHECK int gw_config_dump(const struct gw_config *cfg, bool secrets,
                                  char **out);
 
+/*
+ * Makes a reloaded config keep the running values of every restart-only
+ * key (swapping them with running's, which the caller then releases).
+ * Call gw_config_restart_changes first to report them. Returns the count.
+ */
+size_t gw_config_keep_restart_values(struct gw_config *running,
+                                     struct gw_config *loaded);
+
 /* Name tables shared with the code that prints configs. */
 const char *gw_framing_name(enum gw_framing framing);
 const char *gw_auth_scheme_name(enum gw_auth_scheme scheme);

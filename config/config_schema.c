@@ -244,7 +244,7 @@ static const struct gw_config_table mqtt_table = TABLE("mqtt", mqtt_keys, 0);
 #define UDP(m) AT(struct gw_config, udp, m)
 static const struct gw_config_key udp_keys[] = {
     KEY_STR("bind", UDP(bind), GW_CF_RESTART, "0.0.0.0", check_nonempty),
-    KEY_INT("port", UDP(port), GW_CF_RESTART, 8884, 1, 65535),
+    KEY_INT("port", UDP(port), GW_CF_RESTART, 8884, 0, 65535), /* 0: any */
     KEY_STR("public_host", UDP(public_host), GW_CF_RELOAD, "127.0.0.1",
             check_nonempty),
     /* 0 stands for "same as port" and is replaced after loading */
@@ -752,6 +752,60 @@ size_t gw_config_schema_diff(const struct gw_config_table *table, const void *a,
         }
     }
     return changed;
+}
+
+/* Bytes a key's value occupies in its struct (count excluded). */
+static size_t field_size(const struct gw_config_key *key)
+{
+    switch (key->type) {
+    case GW_CF_INT:
+    case GW_CF_ENUM:
+        return sizeof(int);
+    case GW_CF_BOOL:
+        return sizeof(bool);
+    case GW_CF_OBJECT:
+        return key->sub->size;
+    default:
+        return sizeof(void *);
+    }
+}
+
+static void swap_bytes(void *a, void *b, size_t n)
+{
+    unsigned char *x = a, *y = b;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char t = x[i];
+        x[i] = y[i];
+        y[i] = t;
+    }
+}
+
+size_t gw_config_schema_keep(const struct gw_config_table *table, void *running,
+                             void *loaded)
+{
+    size_t kept = 0;
+
+    for (size_t i = 0; i < table->n_keys; i++) {
+        const struct gw_config_key *key = &table->keys[i];
+
+        if (key->type == GW_CF_OBJECT && !(key->flags & GW_CF_RESTART)) {
+            kept += gw_config_schema_keep(key->sub, FIELD(running, key),
+                                          FIELD(loaded, key));
+        } else if ((key->flags & GW_CF_RESTART) &&
+                   !gw_config_schema_equal(key, running, loaded)) {
+            /* Ownership moves with the bytes: each side frees what it
+             * ends up holding. */
+            swap_bytes(FIELD(running, key), FIELD(loaded, key),
+                       field_size(key));
+            if (key->type == GW_CF_ARRAY || key->type == GW_CF_STRINGS) {
+                swap_bytes(COUNTER(running, key), COUNTER(loaded, key),
+                           sizeof(size_t));
+            }
+            kept++;
+        }
+    }
+    return kept;
 }
 
 static cJSON *dump_value(const struct gw_config_key *key, const void *base,

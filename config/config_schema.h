@@ -133,6 +133,14 @@ size_t gw_config_schema_diff(const struct gw_config_table *table, const void *a,
                              gw_config_change_cb cb, void *arg);
 
 /*
+ * Swaps every restart-only value that differs between running and loaded,
+ * so that loaded keeps the running values (and running, about to be
+ * released, the new ones). Returns how many keys were swapped.
+ */
+size_t gw_config_schema_keep(const struct gw_config_table *table, void *running,
+                             void *loaded);
+
+/*
  * The struct at base as a JSON object, every key present, or NULL when out
  * of memory. GW_CF_SECRET strings that are not empty print as "********"
  * unless secrets is true.

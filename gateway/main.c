@@ -11,12 +11,14 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <mosquitto.h>
 #include <openssl/crypto.h>
 #include <opus/opus.h>
 #include <uv.h>
 
 #include "config/config.h"
 #include "gateway/error.h"
+#include "gateway/instance.h"
 #include "gateway/log.h"
 #include "version.h"
 
@@ -25,11 +27,12 @@
 /* What the process owns while it runs; lives on main()'s stack. */
 struct gw_main {
     uv_loop_t *loop;
-    uv_signal_t sig_term; /* SIGTERM: stop */
-    uv_signal_t sig_int;  /* SIGINT: stop */
+    uv_signal_t sig_term; /* SIGTERM: drain and stop */
+    uv_signal_t sig_int;  /* SIGINT: drain and stop */
     uv_signal_t sig_hup;  /* SIGHUP: reload config */
+    uv_signal_t sig_usr1; /* SIGUSR1: log counters */
     const char *config_path;
-    struct gw_config *config; /* the running config */
+    struct gw_instance *inst; /* NULL once stopped */
     int stopping;
 };
 
@@ -115,20 +118,18 @@ static void reload_config(struct gw_main *m)
                m->config_path);
         return;
     }
-    size_t n =
-        gw_config_restart_changes(m->config, next, warn_restart_key, NULL);
-    /*
-     * Restart-only keys keep their running values: only the reloadable
-     * part of the new file takes effect, so nothing bound has to move.
-     */
+    /* The running config is not const for this one swap of values. */
+    struct gw_config *running = (struct gw_config *)gw_instance_config(m->inst);
+    size_t n = gw_config_restart_changes(running, next, warn_restart_key, NULL);
     if (n > 0) {
+        /* Nothing bound has to move: restart-only keys keep their values. */
+        gw_config_keep_restart_values(running, next);
         gw_log(GW_LOG_WARN, "config",
                "%zu restart-only key%s ignored until restart", n,
                n == 1 ? "" : "s");
     }
-    gw_config_destroy(m->config);
-    m->config = next;
-    apply_log_config(m->config);
+    apply_log_config(next);
+    gw_instance_set_config(m->inst, next);
     gw_log(GW_LOG_INFO, "config", "reloaded %s", m->config_path);
 }
 
@@ -137,12 +138,31 @@ static void on_close_noop(uv_handle_t *handle)
     (void)handle;
 }
 
+static void on_stopped(struct gw_instance *inst, void *arg)
+{
+    struct gw_main *m = arg;
+
+    (void)inst;
+    m->inst = NULL;
+    uv_close((uv_handle_t *)&m->sig_term, on_close_noop);
+    uv_close((uv_handle_t *)&m->sig_int, on_close_noop);
+    uv_close((uv_handle_t *)&m->sig_hup, on_close_noop);
+    uv_close((uv_handle_t *)&m->sig_usr1, on_close_noop);
+}
+
 static void on_signal(uv_signal_t *sig, int signum)
 {
     struct gw_main *m = sig->data;
 
+    if (m->inst == NULL) {
+        return;
+    }
     if (signum == SIGHUP) {
         reload_config(m);
+        return;
+    }
+    if (signum == SIGUSR1) {
+        gw_instance_log_stats(m->inst);
         return;
     }
     if (m->stopping) {
@@ -151,9 +171,7 @@ static void on_signal(uv_signal_t *sig, int signum)
     m->stopping = 1;
     gw_log(GW_LOG_INFO, "gw", "%s received, shutting down",
            signum == SIGTERM ? "SIGTERM" : "SIGINT");
-    uv_close((uv_handle_t *)&m->sig_term, on_close_noop);
-    uv_close((uv_handle_t *)&m->sig_int, on_close_noop);
-    uv_close((uv_handle_t *)&m->sig_hup, on_close_noop);
+    gw_instance_stop(m->inst, on_stopped, m);
 }
 
 static int start_signal(struct gw_main *m, uv_signal_t *sig, int signum)
@@ -170,39 +188,47 @@ static int start_signal(struct gw_main *m, uv_signal_t *sig, int signum)
 static int run(const char *path)
 {
     char err[CONFIG_ERR_BYTES] = "";
+    struct gw_config *cfg = NULL;
     struct gw_main m;
     int rc;
 
     memset(&m, 0, sizeof(m));
     m.config_path = path;
-    rc = gw_config_load_file(path, &m.config, err, sizeof(err));
+    rc = gw_config_load_file(path, &cfg, err, sizeof(err));
     if (rc != 0) {
         log_config_errors(GW_LOG_ERROR, err[0] != '\0' ? err : gw_strerror(rc));
         return 1;
     }
-    apply_log_config(m.config);
+    apply_log_config(cfg);
     /* A peer closing a socket must be an error code, not a signal. */
     signal(SIGPIPE, SIG_IGN);
+    mosquitto_lib_init();
 
     m.loop = uv_default_loop();
-    if ((rc = start_signal(&m, &m.sig_term, SIGTERM)) != 0 ||
-        (rc = start_signal(&m, &m.sig_int, SIGINT)) != 0 ||
-        (rc = start_signal(&m, &m.sig_hup, SIGHUP)) != 0) {
+    const char *instance = cfg->instance;
+    gw_log(GW_LOG_INFO, "gw", "hybridgw %s instance %s starting (pid %d)",
+           GW_VERSION, instance, (int)getpid());
+    rc = gw_instance_init(m.loop, cfg, &m.inst); /* owns cfg from here */
+    if (rc == 0 && ((rc = start_signal(&m, &m.sig_term, SIGTERM)) != 0 ||
+                    (rc = start_signal(&m, &m.sig_int, SIGINT)) != 0 ||
+                    (rc = start_signal(&m, &m.sig_hup, SIGHUP)) != 0 ||
+                    (rc = start_signal(&m, &m.sig_usr1, SIGUSR1)) != 0)) {
         gw_log(GW_LOG_ERROR, "gw", "signal setup failed: %s", uv_strerror(rc));
-        gw_config_destroy(m.config);
-        return 1;
+        m.stopping = 1;
+        gw_instance_stop(m.inst, on_stopped, &m);
     }
-    gw_log(GW_LOG_INFO, "gw", "hybridgw %s instance %s running (pid %d)",
-           GW_VERSION, m.config->instance, (int)getpid());
+    if (m.inst != NULL && !m.stopping) {
+        gw_log(GW_LOG_INFO, "gw", "running (pid %d)", (int)getpid());
+    }
     uv_run(m.loop, UV_RUN_DEFAULT);
-    rc = uv_loop_close(m.loop);
-    if (rc != 0) {
+    int close_rc = uv_loop_close(m.loop);
+    if (close_rc != 0) {
         gw_log(GW_LOG_ERROR, "gw", "loop closed with live handles: %s",
-               uv_strerror(rc));
+               uv_strerror(close_rc));
     }
+    mosquitto_lib_cleanup();
     gw_log(GW_LOG_INFO, "gw", "stopped");
-    gw_config_destroy(m.config);
-    return rc == 0 ? 0 : 1;
+    return rc == 0 && close_rc == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv)

@@ -7,8 +7,8 @@ packages=(
     build-essential cmake pkg-config git ca-certificates
     clang libclang-rt-14-dev clang-format
     libuv1-dev libmosquitto-dev libcjson-dev libssl-dev openssl libopus-dev
-    libwebsockets-dev libwebsockets-evlib-uv libcmocka-dev
-    mosquitto mosquitto-clients
+    libwebsockets-dev libwebsockets-evlib-uv libcmocka-dev uthash-dev
+    mosquitto mosquitto-clients jq
 )
 
 missing=()

@@ -14,7 +14,11 @@ gw_test_cleanup() {
         kill $pids 2>/dev/null || true
         wait 2>/dev/null || true
     fi
-    rm -rf "$GW_TEST_TMP"
+    if [ -n "${GW_TEST_KEEP:-}" ]; then
+        echo "# kept $GW_TEST_TMP"
+    else
+        rm -rf "$GW_TEST_TMP"
+    fi
 }
 
 ok() {
@@ -67,4 +71,96 @@ wait_for_exit() {
 finish() {
     echo "$GW_TEST_PASSES passed, $GW_TEST_FAILS failed"
     [ "$GW_TEST_FAILS" -eq 0 ]
+}
+
+# ---- real parts on 127.0.0.1 ----
+# Callers set GW (the hybridgw binary) and SIM (hybridgw-sim) first.
+
+free_port() {
+    "$SIM" free-port "$@"
+}
+
+# start_broker NAME [PORT]: a mosquitto of our own, logging to
+# $GW_TEST_TMP/NAME.log; sets BROKER_PORT and BROKER_PID.
+start_broker() {
+    local name=$1
+    BROKER_PORT=${2:-$(free_port)}
+    cat >"$GW_TEST_TMP/$name.conf" <<CONF
+listener $BROKER_PORT 127.0.0.1
+allow_anonymous true
+persistence false
+set_tcp_nodelay true
+log_dest stderr
+log_type error
+log_type warning
+log_type notice
+log_type information
+CONF
+    mosquitto -c "$GW_TEST_TMP/$name.conf" >>"$GW_TEST_TMP/$name.log" 2>&1 &
+    BROKER_PID=$!
+    wait_for_line "$GW_TEST_TMP/$name.log" "Opening ipv4 listen socket on port $BROKER_PORT" 10
+}
+
+# start_backend NAME ARGS...: the mock backend; sets BACKEND_PORT,
+# BACKEND_PID and BACKEND_EVENTS (its JSON event lines).
+start_backend() {
+    local name=$1
+    shift
+    BACKEND_PORT=$(free_port)
+    BACKEND_EVENTS=$GW_TEST_TMP/$name.events
+    "$SIM" backend --listen "127.0.0.1:$BACKEND_PORT" \
+        --events "$BACKEND_EVENTS" "$@" >"$GW_TEST_TMP/$name.log" 2>&1 &
+    BACKEND_PID=$!
+    wait_for_line "$BACKEND_EVENTS" '"ev":"ready"' 10
+}
+
+# write_gateway_config FILE [EXTRA_JSON_MEMBERS]: a config for the broker
+# and backend started above, UDP on a free port.
+write_gateway_config() {
+    local file=$1 extra=${2:-}
+    GW_UDP_PORT=$(free_port --udp)
+    cat >"$file" <<JSON
+{
+  "instance": "test",
+  "mqtt": { "host": "127.0.0.1", "port": $BROKER_PORT, "keepalive": 10 },
+  "udp": { "bind": "127.0.0.1", "port": $GW_UDP_PORT,
+           "public_host": "127.0.0.1" },
+  "backends": [ { "name": "mock",
+                  "url": "ws://127.0.0.1:$BACKEND_PORT/xiaozhi/v1/?from=mqtt_gateway" } ],
+  "http": { "port": 0 },
+  "log": { "level": "debug" }${extra:+,
+  $extra}
+}
+JSON
+}
+
+# start_gateway NAME CONFIG: sets GW_PID; waits until it is subscribed.
+start_gateway() {
+    local name=$1 cfg=$2
+    GW_LOG=$GW_TEST_TMP/$name.log
+    "$GW" -c "$cfg" >>"$GW_LOG" 2>&1 &
+    GW_PID=$!
+    wait_for_line "$GW_LOG" 'broker link up' 10
+}
+
+# stop_pid PID: SIGTERM and wait; sets EXIT_CODE.
+stop_pid() {
+    kill -TERM "$1" 2>/dev/null
+    wait_for_exit "$1" 15
+}
+
+# gateway_stats: asks the gateway for its counters and prints the line.
+gateway_stats() {
+    local before
+    before=$(grep -c '\[stats\]' "$GW_LOG" || true)
+    kill -USR1 "$GW_PID"
+    local deadline=$((SECONDS + 5))
+    while ((SECONDS < deadline)); do
+        if (($(grep -c '\[stats\]' "$GW_LOG" || true) > before)); then
+            grep '\[stats\]' "$GW_LOG" | tail -n 1
+            return 0
+        fi
+        sleep 0.05
+    done
+    return 1
 }

@@ -258,7 +258,7 @@ static const struct bad_case bad_cases[] = {
      "routes[0].backends[0]: expected a string, got a boolean", NULL},
     /* ranges and names */
     {"{" BACKEND ",\"udp\":{\"port\":70000}}", 0,
-     "x.json: udp.port: 70000 is out of range 1-65535", NULL},
+     "x.json: udp.port: 70000 is out of range 0-65535", NULL},
     {"{" BACKEND ",\"mqtt\":{\"port\":0}}", 0,
      "mqtt.port: 0 is out of range 1-65535", NULL},
     {"{" BACKEND ",\"limits\":{\"max_sessions\":1e300}}", 0,

@@ -1,0 +1,472 @@
+/*
+ * libmosquitto on the instance's libuv loop. The library owns the socket
+ * and may close it inside any loop_* call, so after every call the watch
+ * is re-synced with mosquitto_socket(): a changed or closed fd drops the
+ * uv_poll at once (libuv must never poll an fd that was closed under it).
+ * Reconnects are scheduled on a timer, never from the disconnect callback.
+ */
+#include "gateway/mqtt_link.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mosquitto.h>
+
+#include "gateway/log.h"
+
+#define MISC_INTERVAL_MS 1000 /* keepalive and retry bookkeeping */
+#define BACKOFF_MIN_MS   250
+#define BACKOFF_MAX_MS   10000
+#define READS_PER_WAKEUP 64 /* bounds the work of one readable event */
+#define MQTT_MAX_PAYLOAD 268435455
+
+/* One per broker socket: each reconnect gets a fresh fd and a fresh poll. */
+struct sock_watch {
+    uv_poll_t poll;            /* data points back to the watch */
+    struct gw_mqtt_link *link; /* owner */
+};
+
+struct gw_mqtt_link {
+    uv_loop_t *loop;
+    struct mosquitto *mosq;
+    struct sock_watch *watch; /* NULL while no socket is open */
+    int fd;                   /* the fd watch polls, or -1 */
+    int events;               /* what watch is armed for */
+    uv_timer_t misc_timer;    /* mosquitto_loop_misc once a second */
+    uv_timer_t retry_timer;   /* next connect attempt */
+    unsigned backoff_ms;      /* delay before the next attempt */
+    uint64_t jitter;          /* xorshift state for backoff jitter */
+    int handles_open;         /* timers and watches not yet closed */
+    bool up;                  /* CONNACK accepted, not lost since */
+    bool closing;             /* gw_mqtt_link_close() was called */
+    char *host;               /* copied options */
+    int port;
+    int keepalive_s;
+    char **topics;
+    size_t n_topics;
+    gw_mqtt_message_cb on_message; /* cleared when closing */
+    gw_mqtt_state_cb on_state;     /* cleared when closing */
+    void *arg;
+    gw_mqtt_close_cb close_cb;
+    void *close_arg;
+    struct gw_mqtt_link_stats stats;
+};
+
+static void watch_sync(struct gw_mqtt_link *link);
+static void on_retry(uv_timer_t *timer);
+
+static void maybe_finish(struct gw_mqtt_link *link)
+{
+    if (!link->closing || link->handles_open > 0) {
+        return;
+    }
+    mosquitto_destroy(link->mosq);
+    if (link->close_cb != NULL) {
+        link->close_cb(link, link->close_arg);
+    }
+    for (size_t i = 0; i < link->n_topics; i++) {
+        free(link->topics[i]);
+    }
+    free(link->topics);
+    free(link->host);
+    free(link);
+}
+
+static void on_timer_closed(uv_handle_t *handle)
+{
+    struct gw_mqtt_link *link = handle->data;
+
+    link->handles_open--;
+    maybe_finish(link);
+}
+
+static void on_watch_closed(uv_handle_t *handle)
+{
+    struct sock_watch *watch = handle->data;
+    struct gw_mqtt_link *link = watch->link;
+
+    free(watch);
+    link->handles_open--;
+    maybe_finish(link);
+}
+
+static void watch_drop(struct gw_mqtt_link *link)
+{
+    if (link->watch == NULL) {
+        return;
+    }
+    uv_poll_stop(&link->watch->poll);
+    uv_close((uv_handle_t *)&link->watch->poll, on_watch_closed);
+    link->watch = NULL;
+    link->fd = -1;
+    link->events = 0;
+}
+
+static unsigned next_delay(struct gw_mqtt_link *link)
+{
+    unsigned base = link->backoff_ms;
+
+    /* Exponential backoff with jitter (50-100%) so that many gateways
+     * restarted together do not reconnect in lockstep. */
+    link->jitter ^= link->jitter << 13;
+    link->jitter ^= link->jitter >> 7;
+    link->jitter ^= link->jitter << 17;
+    link->backoff_ms = base * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : base * 2;
+    return base / 2 + (unsigned)(link->jitter % (base / 2 + 1));
+}
+
+static void schedule_retry(struct gw_mqtt_link *link)
+{
+    if (link->closing || uv_is_active((uv_handle_t *)&link->retry_timer)) {
+        return;
+    }
+    unsigned delay = next_delay(link);
+    gw_log(GW_LOG_INFO, "mqtt", "reconnecting to %s:%d in %u ms", link->host,
+           link->port, delay);
+    uv_timer_start(&link->retry_timer, on_retry, delay, 0);
+}
+
+static void try_connect(struct gw_mqtt_link *link)
+{
+    /*
+     * connect_async resolves the host name synchronously inside
+     * libmosquitto; configs name the broker by IP literal or a local
+     * container name, so this stays short. The TCP connect itself does
+     * not block.
+     */
+    int rc = mosquitto_connect_async(link->mosq, link->host, link->port,
+                                     link->keepalive_s);
+    if (rc != MOSQ_ERR_SUCCESS) {
+        gw_log(GW_LOG_WARN, "mqtt", "connect to %s:%d failed: %s", link->host,
+               link->port,
+               rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+    }
+    watch_sync(link);
+}
+
+static void on_retry(uv_timer_t *timer)
+{
+    struct gw_mqtt_link *link = timer->data;
+
+    if (!link->closing) {
+        try_connect(link);
+    }
+}
+
+static void on_poll(uv_poll_t *poll, int status, int events)
+{
+    struct sock_watch *watch = poll->data;
+    struct gw_mqtt_link *link = watch->link;
+    int rc = MOSQ_ERR_SUCCESS;
+
+    (void)events;
+    if (link->watch != watch) {
+        return; /* a stale event for a socket already dropped */
+    }
+    if (status < 0) {
+        gw_log(GW_LOG_DEBUG, "mqtt", "poll error: %s", uv_strerror(status));
+    }
+    /*
+     * Read first on any event: with TLS the handshake is driven from the
+     * read path. The library reads about one packet per call, so loop
+     * until the socket is drained, within a bound.
+     */
+    for (int i = 0; i < READS_PER_WAKEUP; i++) {
+        errno = 0;
+        rc = mosquitto_loop_read(link->mosq, 1);
+        if (rc != MOSQ_ERR_SUCCESS || errno == EAGAIN || errno == EWOULDBLOCK ||
+            mosquitto_socket(link->mosq) < 0) {
+            break;
+        }
+    }
+    if (rc == MOSQ_ERR_SUCCESS && mosquitto_want_write(link->mosq)) {
+        rc = mosquitto_loop_write(link->mosq, 1);
+    }
+    if (rc != MOSQ_ERR_SUCCESS && rc != MOSQ_ERR_NO_CONN) {
+        gw_log(GW_LOG_DEBUG, "mqtt", "socket i/o: %s",
+               rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+    }
+    watch_sync(link);
+}
+
+/* Makes the uv_poll match the library's socket and write interest. */
+static void watch_sync(struct gw_mqtt_link *link)
+{
+    int fd = mosquitto_socket(link->mosq);
+
+    if (link->closing) {
+        return;
+    }
+    if (fd != link->fd) {
+        watch_drop(link);
+    }
+    if (fd < 0) {
+        if (link->up) {
+            /* Lost without the disconnect callback having run. */
+            link->up = false;
+            link->stats.disconnects++;
+            if (link->on_state != NULL) {
+                link->on_state(link, false, link->arg);
+            }
+        }
+        schedule_retry(link);
+        return;
+    }
+    if (link->watch == NULL) {
+        struct sock_watch *watch = calloc(1, sizeof(*watch));
+        if (watch == NULL ||
+            uv_poll_init_socket(link->loop, &watch->poll, fd) != 0) {
+            free(watch);
+            gw_log(GW_LOG_ERROR, "mqtt", "cannot watch broker socket");
+            return;
+        }
+        watch->link = link;
+        watch->poll.data = watch;
+        link->watch = watch;
+        link->fd = fd;
+        link->events = 0;
+        link->handles_open++;
+    }
+    int events = UV_READABLE;
+    if (mosquitto_want_write(link->mosq)) {
+        events |= UV_WRITABLE; /* only while there is something to send */
+    }
+    if (events != link->events) {
+        uv_poll_start(&link->watch->poll, events, on_poll);
+        link->events = events;
+    }
+}
+
+static void on_misc(uv_timer_t *timer)
+{
+    struct gw_mqtt_link *link = timer->data;
+
+    if (mosquitto_socket(link->mosq) >= 0) {
+        mosquitto_loop_misc(link->mosq); /* PINGREQ, keepalive expiry */
+    }
+    watch_sync(link);
+}
+
+static void on_connect(struct mosquitto *mosq, void *obj, int rc)
+{
+    struct gw_mqtt_link *link = obj;
+
+    if (rc != 0) {
+        gw_log(GW_LOG_WARN, "mqtt", "broker refused the connection: %s",
+               mosquitto_connack_string(rc));
+        return;
+    }
+    link->up = true;
+    link->backoff_ms = BACKOFF_MIN_MS;
+    link->stats.connects++;
+    for (size_t i = 0; i < link->n_topics; i++) {
+        int sub = mosquitto_subscribe(mosq, NULL, link->topics[i], 0);
+        if (sub != MOSQ_ERR_SUCCESS) {
+            gw_log(GW_LOG_ERROR, "mqtt", "subscribe %s: %s", link->topics[i],
+                   mosquitto_strerror(sub));
+        }
+    }
+    gw_log(GW_LOG_INFO, "mqtt", "connected to %s:%d, %zu subscription%s",
+           link->host, link->port, link->n_topics,
+           link->n_topics == 1 ? "" : "s");
+    if (link->on_state != NULL) {
+        link->on_state(link, true, link->arg);
+    }
+}
+
+static void on_disconnect(struct mosquitto *mosq, void *obj, int rc)
+{
+    struct gw_mqtt_link *link = obj;
+
+    (void)mosq;
+    if (!link->up) {
+        return;
+    }
+    link->up = false;
+    link->stats.disconnects++;
+    if (!link->closing) {
+        gw_log(GW_LOG_WARN, "mqtt", "connection to %s:%d lost: %s", link->host,
+               link->port, mosquitto_strerror(rc));
+    }
+    if (link->on_state != NULL) {
+        link->on_state(link, false, link->arg);
+    }
+}
+
+static void on_message(struct mosquitto *mosq, void *obj,
+                       const struct mosquitto_message *msg)
+{
+    struct gw_mqtt_link *link = obj;
+
+    (void)mosq;
+    link->stats.rx_messages++;
+    if (link->on_message != NULL && msg->payloadlen >= 0) {
+        link->on_message(link, msg->topic, msg->payload,
+                         (size_t)msg->payloadlen, link->arg);
+    }
+}
+
+static int copy_options(struct gw_mqtt_link *link,
+                        const struct gw_mqtt_link_options *opts)
+{
+    link->host = strdup(opts->host);
+    link->topics = calloc(opts->n_topics + 1, sizeof(char *));
+    if (link->host == NULL || link->topics == NULL) {
+        return GW_ENOMEM;
+    }
+    for (size_t i = 0; i < opts->n_topics; i++) {
+        link->topics[i] = strdup(opts->topics[i]);
+        if (link->topics[i] == NULL) {
+            return GW_ENOMEM;
+        }
+        link->n_topics++;
+    }
+    link->port = opts->port;
+    link->keepalive_s = opts->keepalive_s;
+    link->on_message = opts->on_message;
+    link->on_state = opts->on_state;
+    link->arg = opts->arg;
+    return 0;
+}
+
+static int setup_client(struct gw_mqtt_link *link,
+                        const struct gw_mqtt_link_options *opts)
+{
+    link->mosq = mosquitto_new(opts->client_id, true, link);
+    if (link->mosq == NULL) {
+        return errno == ENOMEM ? GW_ENOMEM : GW_EINVAL;
+    }
+    mosquitto_int_option(link->mosq, MOSQ_OPT_PROTOCOL_VERSION,
+                         MQTT_PROTOCOL_V311);
+    mosquitto_int_option(link->mosq, MOSQ_OPT_TCP_NODELAY, 1);
+    if (opts->username != NULL && opts->username[0] != '\0' &&
+        mosquitto_username_pw_set(link->mosq, opts->username, opts->password) !=
+            MOSQ_ERR_SUCCESS) {
+        return GW_ENOMEM;
+    }
+    if (opts->tls) {
+        const char *ca = opts->ca_file != NULL && opts->ca_file[0] != '\0'
+                             ? opts->ca_file
+                             : NULL;
+        const char *capath = ca == NULL ? "/etc/ssl/certs" : NULL;
+        const char *cert = opts->cert_file != NULL && opts->cert_file[0]
+                               ? opts->cert_file
+                               : NULL;
+        const char *key =
+            opts->key_file != NULL && opts->key_file[0] ? opts->key_file : NULL;
+        int rc = mosquitto_tls_set(link->mosq, ca, capath, cert, key, NULL);
+        if (rc != MOSQ_ERR_SUCCESS) {
+            gw_log(GW_LOG_ERROR, "mqtt", "TLS setup: %s",
+                   mosquitto_strerror(rc));
+            return GW_EINVAL;
+        }
+    }
+    mosquitto_connect_callback_set(link->mosq, on_connect);
+    mosquitto_disconnect_callback_set(link->mosq, on_disconnect);
+    mosquitto_message_callback_set(link->mosq, on_message);
+    return 0;
+}
+
+static void link_free_early(struct gw_mqtt_link *link)
+{
+    mosquitto_destroy(link->mosq);
+    for (size_t i = 0; i < link->n_topics; i++) {
+        free(link->topics[i]);
+    }
+    free(link->topics);
+    free(link->host);
+    free(link);
+}
+
+int gw_mqtt_link_init(uv_loop_t *loop, const struct gw_mqtt_link_options *opts,
+                      struct gw_mqtt_link **out)
+{
+    struct gw_mqtt_link *link;
+    int rc;
+
+    if (opts->host == NULL || opts->client_id == NULL || opts->port <= 0) {
+        return GW_EINVAL;
+    }
+    link = calloc(1, sizeof(*link));
+    if (link == NULL) {
+        return GW_ENOMEM;
+    }
+    link->loop = loop;
+    link->fd = -1;
+    link->backoff_ms = BACKOFF_MIN_MS;
+    link->jitter = uv_hrtime() | 1;
+    if ((rc = copy_options(link, opts)) != 0 ||
+        (rc = setup_client(link, opts)) != 0) {
+        link_free_early(link);
+        return rc;
+    }
+    uv_timer_init(loop, &link->misc_timer);
+    uv_timer_init(loop, &link->retry_timer);
+    link->misc_timer.data = link;
+    link->retry_timer.data = link;
+    link->handles_open = 2;
+    uv_timer_start(&link->misc_timer, on_misc, MISC_INTERVAL_MS,
+                   MISC_INTERVAL_MS);
+    uv_timer_start(&link->retry_timer, on_retry, 0, 0); /* first attempt */
+    *out = link;
+    return 0;
+}
+
+int gw_mqtt_link_publish(struct gw_mqtt_link *link, const char *topic,
+                         const void *payload, size_t len)
+{
+    if (len > MQTT_MAX_PAYLOAD) {
+        return GW_ETOOBIG;
+    }
+    if (!link->up || link->closing) {
+        link->stats.tx_dropped++;
+        return -ENOTCONN;
+    }
+    int rc =
+        mosquitto_publish(link->mosq, NULL, topic, (int)len, payload, 0, false);
+    if (rc != MOSQ_ERR_SUCCESS) {
+        link->stats.tx_dropped++;
+        watch_sync(link);
+        return rc == MOSQ_ERR_NOMEM ? GW_ENOMEM : -ENOTCONN;
+    }
+    link->stats.tx_messages++;
+    /* Outside callbacks the library writes at once; inside one it queues,
+     * and the poll must then wait for writability too. */
+    watch_sync(link);
+    return 0;
+}
+
+bool gw_mqtt_link_is_up(const struct gw_mqtt_link *link)
+{
+    return link->up && !link->closing;
+}
+
+void gw_mqtt_link_get_stats(const struct gw_mqtt_link *link,
+                            struct gw_mqtt_link_stats *out)
+{
+    *out = link->stats;
+}
+
+void gw_mqtt_link_close(struct gw_mqtt_link *link, gw_mqtt_close_cb cb,
+                        void *arg)
+{
+    if (link == NULL || link->closing) {
+        return;
+    }
+    link->on_message = NULL;
+    link->on_state = NULL;
+    link->close_cb = cb;
+    link->close_arg = arg;
+    /* Stop polling before the library closes the fd under the poll. */
+    watch_drop(link);
+    link->closing = true; /* the disconnect below is not a loss */
+    if (link->up) {
+        /* Written at once, outside any callback. */
+        mosquitto_disconnect(link->mosq);
+    }
+    uv_timer_stop(&link->misc_timer);
+    uv_timer_stop(&link->retry_timer);
+    uv_close((uv_handle_t *)&link->misc_timer, on_timer_closed);
+    uv_close((uv_handle_t *)&link->retry_timer, on_timer_closed);
+}

@@ -1,0 +1,85 @@
+/*
+ * The instance's one MQTT connection to the broker: libmosquitto driven by
+ * the libuv loop (a uv_poll on its socket, a timer for its housekeeping;
+ * no mosquitto thread). Reconnects with backoff and resubscribes.
+ */
+#ifndef GW_MQTT_LINK_H
+#define GW_MQTT_LINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "gateway/error.h"
+
+struct gw_mqtt_link;
+
+/* A message arrived on one of the subscribed topics. */
+typedef void (*gw_mqtt_message_cb)(struct gw_mqtt_link *link, const char *topic,
+                                   const uint8_t *payload, size_t len,
+                                   void *arg);
+
+/* The broker connection came up (after subscribing) or went away. */
+typedef void (*gw_mqtt_state_cb)(struct gw_mqtt_link *link, bool up, void *arg);
+
+typedef void (*gw_mqtt_close_cb)(struct gw_mqtt_link *link, void *arg);
+
+struct gw_mqtt_link_options {
+    const char *host;
+    int port;
+    const char *client_id;
+    const char *username; /* NULL or "" for none */
+    const char *password;
+    int keepalive_s;
+    bool tls;
+    const char *ca_file; /* NULL or "" = system store */
+    const char *cert_file;
+    const char *key_file;
+    const char *const *topics; /* subscribed at QoS 0 on every connect */
+    size_t n_topics;
+    gw_mqtt_message_cb on_message;
+    gw_mqtt_state_cb on_state;
+    void *arg;
+};
+
+/*
+ * Creates the link (copies every option) and starts connecting. The link
+ * keeps trying until gw_mqtt_link_close(); failures are logged, not
+ * returned. Returns 0 or GW_ENOMEM / GW_EINVAL.
+ */
+GW_MUST_CHECK int gw_mqtt_link_init(uv_loop_t *loop,
+                                    const struct gw_mqtt_link_options *opts,
+                                    struct gw_mqtt_link **out);
+
+/*
+ * Sends (or queues) one QoS 0 publish. Returns 0, -ENOTCONN while the
+ * broker is away (the message is dropped, as QoS 0 allows), GW_ENOMEM or
+ * GW_ETOOBIG.
+ */
+GW_MUST_CHECK int gw_mqtt_link_publish(struct gw_mqtt_link *link,
+                                       const char *topic, const void *payload,
+                                       size_t len);
+
+bool gw_mqtt_link_is_up(const struct gw_mqtt_link *link);
+
+/* Counters for metrics. */
+struct gw_mqtt_link_stats {
+    uint64_t connects;    /* successful CONNACKs */
+    uint64_t disconnects; /* lost or refused connections */
+    uint64_t rx_messages;
+    uint64_t tx_messages;
+    uint64_t tx_dropped; /* publishes while the broker was away */
+};
+void gw_mqtt_link_get_stats(const struct gw_mqtt_link *link,
+                            struct gw_mqtt_link_stats *out);
+
+/*
+ * Sends DISCONNECT if connected, closes every handle and frees the link;
+ * cb (may be NULL) runs once all of that is done. Idempotent.
+ */
+void gw_mqtt_link_close(struct gw_mqtt_link *link, gw_mqtt_close_cb cb,
+                        void *arg);
+
+#endif /* GW_MQTT_LINK_H */

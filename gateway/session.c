@@ -1,0 +1,497 @@
+/*
+ * The session state machine: CONNECTING_BACKEND -> ACTIVE -> CLOSING.
+ * A session is unlinked from the instance's table the moment it ends, so a
+ * late event of an old session (its WebSocket closing, say) can only touch
+ * that old session, never a newer one of the same device.
+ */
+#include "gateway/session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "crypto/credential.h"
+#include "crypto/session_keys.h"
+#include "gateway/instance.h"
+#include "gateway/log.h"
+#include "gateway/router.h"
+
+#define SERVER_HELLO_MAX 1024
+/* Devices cap incoming payloads at 8192 bytes (PROTOCOL.md section 2). */
+#define DEVICE_PAYLOAD_MAX 8192
+/*
+ * The device plays downlink only after "tts start", which travels through
+ * the broker while audio comes straight over UDP: audio right behind it
+ * would overtake it and be discarded. Well under one 60 ms frame.
+ */
+#define TTS_START_GUARD_MS 40
+
+static const char *const end_names[GW_END_COUNT_] = {
+    [GW_END_DEVICE_GOODBYE] = "device goodbye",
+    [GW_END_BACKEND_CLOSED] = "backend closed",
+    [GW_END_BACKEND_GOODBYE] = "backend goodbye",
+    [GW_END_BACKEND_UNAVAILABLE] = "backend unavailable",
+    [GW_END_BACKEND_HELLO_TIMEOUT] = "backend hello timeout",
+    [GW_END_UDP_IDLE] = "udp idle timeout",
+    [GW_END_REPLACED] = "replaced by a new hello",
+    [GW_END_SHUTDOWN] = "shutdown",
+    [GW_END_ERROR] = "local error",
+};
+
+static const char *const state_names[] = {
+    [GW_SESSION_CONNECTING_BACKEND] = "CONNECTING_BACKEND",
+    [GW_SESSION_ACTIVE] = "ACTIVE",
+    [GW_SESSION_CLOSING] = "CLOSING",
+};
+
+const char *gw_session_end_name(enum gw_session_end why)
+{
+    return (unsigned)why < GW_END_COUNT_ ? end_names[why] : "?";
+}
+
+const char *gw_session_state_name(enum gw_session_state state)
+{
+    return (unsigned)state <= GW_SESSION_CLOSING ? state_names[state] : "?";
+}
+
+static uint64_t age_ms(const struct gw_session *s)
+{
+    return uv_now(s->inst->loop) - s->started_ms;
+}
+
+static void set_subject(struct gw_session *s)
+{
+    snprintf(s->subject, sizeof(s->subject), "dev=%s sid=%s", s->client_id,
+             s->session_id[0] != '\0' ? s->session_id : "-");
+}
+
+/* The one place the state changes. */
+static void set_state(struct gw_session *s, enum gw_session_state next)
+{
+    GW_LOG(GW_LOG_DEBUG, s->subject, "state %s -> %s (age %llu ms)",
+           gw_session_state_name(s->state), gw_session_state_name(next),
+           (unsigned long long)age_ms(s));
+    s->state = next;
+}
+
+static void maybe_free(struct gw_session *s)
+{
+    if (s->state != GW_SESSION_CLOSING || !s->timer_closed || s->ws != NULL) {
+        return;
+    }
+    struct gw_instance *inst = s->inst;
+    struct gw_config_hold *hold = s->hold;
+    gw_device_hello_free(&s->hello);
+    free(s);
+    gw_instance_release_config(inst, hold);
+    gw_instance_session_freed(inst);
+}
+
+static void on_timer_closed(uv_handle_t *handle)
+{
+    struct gw_session *s = handle->data;
+
+    s->timer_closed = true;
+    maybe_free(s);
+}
+
+/* ---- backend side ---- */
+
+static void try_next_backend(struct gw_session *s);
+
+static void activate(struct gw_session *s, const struct gw_audio_params *audio)
+{
+    struct gw_instance *inst = s->inst;
+    const struct gw_config *cfg = s->hold->cfg;
+    uint8_t key[16], nonce[16];
+    uint32_t ssrc;
+    char hello[SERVER_HELLO_MAX];
+    size_t len;
+    int rc;
+
+    set_subject(s);
+    if ((rc = gw_session_keys_random_key(key)) != 0 ||
+        (rc = gw_session_keys_unique_ssrc(&ssrc, gw_udp_audio_ssrc_in_use,
+                                          inst->udp)) != 0 ||
+        (rc = gw_udp_peer_start(inst->udp, &s->udp, ssrc, key,
+                                s->hello.audio.frame_duration, s)) != 0) {
+        OPENSSL_cleanse(key, sizeof(key));
+        gw_log(GW_LOG_ERROR, s->subject, "cannot start UDP peer: %s",
+               gw_strerror(rc));
+        gw_session_end(s, GW_END_ERROR);
+        return;
+    }
+    gw_udp_peer_set_subject(&s->udp, s->subject);
+    gw_session_keys_nonce(ssrc, nonce);
+    int public_port = cfg->udp.public_port > 0 ? cfg->udp.public_port
+                                               : gw_udp_audio_port(inst->udp);
+    rc = gw_server_hello_build(s->session_id, audio, cfg->udp.public_host,
+                               (uint16_t)public_port, key, nonce, hello,
+                               sizeof(hello), &len);
+    OPENSSL_cleanse(key, sizeof(key));
+    if (rc != 0) {
+        gw_log(GW_LOG_ERROR, s->subject, "cannot build server hello: %s",
+               gw_strerror(rc));
+        gw_session_end(s, GW_END_ERROR);
+        return;
+    }
+    gw_device_hello_free(&s->hello);
+    set_state(s, GW_SESSION_ACTIVE);
+    uv_timer_start(&s->timer, s->timer.timer_cb,
+                   (uint64_t)cfg->limits.udp_idle_timeout_ms, 0);
+    if (gw_instance_publish_device(inst, s->client_id, hello, len) != 0) {
+        gw_log(GW_LOG_WARN, s->subject, "server hello not sent: broker away");
+    }
+    gw_log(GW_LOG_INFO, s->subject, "session active after %llu ms",
+           (unsigned long long)age_ms(s));
+}
+
+static bool is_tts_start(const struct gw_envelope *env)
+{
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(env->root, "state");
+
+    return cJSON_IsString(state) && strcmp(state->valuestring, "start") == 0;
+}
+
+/* Backend JSON for the device: validated, then passed on byte for byte. */
+static void relay_to_device(struct gw_session *s, const char *text, size_t len)
+{
+    struct gw_instance *inst = s->inst;
+    struct gw_envelope env;
+    int rc = gw_envelope_parse(text, len, DEVICE_PAYLOAD_MAX, &env);
+
+    if (rc != 0) {
+        inst->stats.refused[GW_REFUSE_BACKEND]++;
+        gw_log(GW_LOG_WARN, s->subject, "backend message refused: %s",
+               gw_strerror(rc));
+        return;
+    }
+    if (env.kind == GW_MSG_HELLO) {
+        GW_LOG(GW_LOG_DEBUG, s->subject, "extra backend hello ignored");
+    } else if (env.kind == GW_MSG_TTS &&
+               !cJSON_IsString(
+                   cJSON_GetObjectItemCaseSensitive(env.root, "state"))) {
+        /* Older firmware crashes on a tts message without a state. */
+        inst->stats.refused[GW_REFUSE_BACKEND]++;
+        gw_log(GW_LOG_WARN, s->subject, "tts message without state dropped");
+    } else if (env.kind == GW_MSG_GOODBYE) {
+        /* The device acts on it only with its current session id. */
+        gw_instance_goodbye(inst, s->client_id, s->session_id);
+        gw_envelope_free(&env);
+        gw_session_end(s, GW_END_BACKEND_GOODBYE);
+        return;
+    } else {
+        inst->stats.backend_messages++;
+        (void)gw_instance_publish_device(inst, s->client_id, text, len);
+        if (env.kind == GW_MSG_TTS && is_tts_start(&env)) {
+            gw_udp_peer_hold(&s->udp, TTS_START_GUARD_MS);
+        }
+    }
+    gw_envelope_free(&env);
+}
+
+static void on_ws_open(struct gw_backend_conn *conn, void *owner)
+{
+    struct gw_session *s = owner;
+    size_t len = 0;
+
+    (void)conn;
+    char *hello = gw_backend_hello_build(&s->hello, &len);
+    if (hello == NULL || gw_backend_conn_send_text(s->ws, hello, len) != 0) {
+        cJSON_free(hello);
+        gw_log(GW_LOG_ERROR, s->subject, "cannot send backend hello");
+        gw_session_end(s, GW_END_ERROR);
+        return;
+    }
+    cJSON_free(hello);
+    GW_LOG(GW_LOG_DEBUG, s->subject, "backend connected after %llu ms",
+           (unsigned long long)age_ms(s));
+}
+
+static void on_ws_text(struct gw_backend_conn *conn, const char *text,
+                       size_t len, void *owner)
+{
+    struct gw_session *s = owner;
+    struct gw_envelope env;
+    struct gw_audio_params audio;
+
+    (void)conn;
+    if (s->state == GW_SESSION_ACTIVE) {
+        relay_to_device(s, text, len);
+        return;
+    }
+    if (s->state != GW_SESSION_CONNECTING_BACKEND) {
+        return;
+    }
+    int rc = gw_envelope_parse(
+        text, len, (size_t)s->hold->cfg->limits.max_message_bytes, &env);
+    if (rc == 0 && env.kind == GW_MSG_HELLO) {
+        rc = gw_backend_hello_parse(env.root, s->session_id,
+                                    sizeof(s->session_id), &audio);
+    } else if (rc == 0) {
+        rc = GW_EPROTO;
+    }
+    gw_envelope_free(&env);
+    if (rc != 0) {
+        /* The hello timer still runs: a backend that never says a valid
+         * hello ends the session there. */
+        s->inst->stats.refused[GW_REFUSE_BACKEND]++;
+        gw_log(GW_LOG_WARN, s->subject, "backend message before hello: %s",
+               gw_strerror(rc));
+        return;
+    }
+    activate(s, &audio);
+}
+
+static void on_ws_audio(struct gw_backend_conn *conn, uint32_t timestamp,
+                        const uint8_t *opus, size_t len, void *owner)
+{
+    struct gw_session *s = owner;
+
+    (void)conn;
+    if (s->state != GW_SESSION_ACTIVE) {
+        return;
+    }
+    s->inst->stats.downlink_audio++;
+    if (gw_udp_peer_send(&s->udp, timestamp, opus, len) != 0) {
+        return; /* counted by the UDP layer */
+    }
+}
+
+static void on_ws_close(struct gw_backend_conn *conn, const char *reason,
+                        void *owner)
+{
+    struct gw_session *s = owner;
+
+    (void)conn;
+    s->ws = NULL;
+    switch (s->state) {
+    case GW_SESSION_CONNECTING_BACKEND:
+        gw_log(GW_LOG_WARN, s->subject, "backend %s: %s", s->backend_name,
+               reason);
+        try_next_backend(s);
+        break;
+    case GW_SESSION_ACTIVE:
+        gw_log(GW_LOG_INFO, s->subject, "backend closed: %s", reason);
+        gw_session_end(s, GW_END_BACKEND_CLOSED);
+        break;
+    case GW_SESSION_CLOSING:
+        maybe_free(s);
+        break;
+    }
+}
+
+static const struct gw_backend_events ws_events = {
+    .on_open = on_ws_open,
+    .on_text = on_ws_text,
+    .on_audio = on_ws_audio,
+    .on_close = on_ws_close,
+};
+
+/* Opens the next backend of the route; ends the session when none is left. */
+static void try_next_backend(struct gw_session *s)
+{
+    const struct gw_config *cfg = s->hold->cfg;
+    const struct gw_route_config *route = &cfg->routes[s->route];
+
+    while (s->next_backend < route->n_backends) {
+        const struct gw_backend_config *b =
+            &cfg->backends[route->backend_index[s->next_backend++]];
+        struct gw_backend_connect params = {
+            .backend = b,
+            .device_id = s->id.mac,
+            .client_id = s->id.uuid_len > 0 ? s->id.uuid
+                                            : GW_CREDENTIAL_DEFAULT_CLIENT_ID,
+            .forwarded_for = NULL,
+            .log_subject = s->subject,
+            .max_message_bytes = (size_t)cfg->limits.max_message_bytes,
+        };
+        int rc =
+            gw_backend_conn_open(s->inst->bws, &params, &ws_events, s, &s->ws);
+        if (rc == 0) {
+            s->backend_name = b->name;
+            GW_LOG(GW_LOG_DEBUG, s->subject, "connecting to backend %s",
+                   b->name);
+            return;
+        }
+        gw_log(GW_LOG_WARN, s->subject, "backend %s: %s", b->name,
+               gw_strerror(rc));
+    }
+    gw_session_end(s, GW_END_BACKEND_UNAVAILABLE);
+}
+
+/* ---- timers ---- */
+
+static void on_timer(uv_timer_t *timer)
+{
+    struct gw_session *s = timer->data;
+    const struct gw_config *cfg = s->hold->cfg;
+
+    if (s->state == GW_SESSION_CONNECTING_BACKEND) {
+        gw_log(GW_LOG_WARN, s->subject, "no backend hello within %d ms",
+               cfg->limits.backend_hello_timeout_ms);
+        gw_session_end(s, GW_END_BACKEND_HELLO_TIMEOUT);
+        return;
+    }
+    if (s->state != GW_SESSION_ACTIVE) {
+        return;
+    }
+    uint64_t idle = gw_udp_peer_idle_ms(&s->udp);
+    uint64_t limit = (uint64_t)cfg->limits.udp_idle_timeout_ms;
+    if (idle >= limit) {
+        gw_log(GW_LOG_INFO, s->subject, "no uplink audio for %llu ms",
+               (unsigned long long)idle);
+        gw_session_end(s, GW_END_UDP_IDLE);
+        return;
+    }
+    uv_timer_start(&s->timer, on_timer, limit - idle, 0);
+}
+
+/* ---- device side ---- */
+
+void gw_session_on_device_message(struct gw_session *s,
+                                  const struct gw_envelope *env,
+                                  const char *raw, size_t len)
+{
+    switch (env->kind) {
+    case GW_MSG_GOODBYE:
+    case GW_MSG_UDP_TIMEOUT:
+        /* Never answered: old firmware would answer our goodbye again. */
+        gw_session_end(s, GW_END_DEVICE_GOODBYE);
+        return;
+    default:
+        break;
+    }
+    if (s->state != GW_SESSION_ACTIVE) {
+        GW_LOG(GW_LOG_DEBUG, s->subject,
+               "%s before the session is active: "
+               "dropped",
+               env->type);
+        return;
+    }
+    if (env->kind == GW_MSG_ABORT) {
+        /* The user interrupted: audio still queued here is stale. */
+        size_t n = gw_udp_peer_flush(&s->udp);
+        GW_LOG(GW_LOG_DEBUG, s->subject, "abort: %zu queued packets dropped",
+               n);
+    }
+    if (gw_backend_conn_send_text(s->ws, raw, len) == 0) {
+        s->inst->stats.device_messages++;
+    } else {
+        gw_log(GW_LOG_WARN, s->subject, "backend send queue full: %s dropped",
+               env->type);
+    }
+}
+
+void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
+                          const uint8_t *opus, size_t len)
+{
+    if (s->state != GW_SESSION_ACTIVE || s->ws == NULL) {
+        return;
+    }
+    s->inst->stats.uplink_audio++;
+    if (gw_backend_conn_send_audio(s->ws, timestamp, opus, len) != 0) {
+        /* Counted by the WebSocket layer; audio is not retried. */
+        return;
+    }
+}
+
+int gw_session_start(struct gw_instance *inst, const char *client_id,
+                     const struct gw_client_id *id,
+                     struct gw_device_hello *hello)
+{
+    struct gw_config_hold *hold = inst->hold;
+    const struct gw_config *cfg = hold->cfg;
+    struct gw_session *old = NULL;
+    size_t cid_len = strlen(client_id);
+    char subject[GW_CLIENT_ID_MAX + 8];
+
+    snprintf(subject, sizeof(subject), "dev=%s", client_id);
+    HASH_FIND(hh, inst->sessions, client_id, cid_len, old);
+    if (old != NULL) {
+        gw_log(GW_LOG_INFO, old->subject, "new hello replaces this session");
+        gw_session_end(old, GW_END_REPLACED);
+    } else if (HASH_COUNT(inst->sessions) >=
+               (unsigned)cfg->limits.max_sessions) {
+        inst->stats.refused[GW_REFUSE_LIMIT]++;
+        gw_log(GW_LOG_WARN, subject, "refused: max_sessions (%d) reached",
+               cfg->limits.max_sessions);
+        gw_instance_goodbye(inst, client_id, "");
+        return GW_ELIMIT;
+    }
+    int route = gw_router_match(cfg, id, client_id);
+    if (route < 0) {
+        inst->stats.refused[GW_REFUSE_NO_ROUTE]++;
+        gw_log(GW_LOG_WARN, subject, "refused: no route matches");
+        gw_instance_goodbye(inst, client_id, "");
+        return GW_ENOENT;
+    }
+    struct gw_session *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return GW_ENOMEM;
+    }
+    s->inst = inst;
+    s->hold = hold;
+    hold->refs++;
+    memcpy(s->client_id, client_id, cid_len + 1);
+    /* Re-parse from our own copy: the parts must point into it. */
+    if (gw_client_id_parse(s->client_id, cid_len, &s->id) != 0) {
+        hold->refs--;
+        free(s);
+        return GW_EINVAL;
+    }
+    s->hello = *hello;
+    memset(hello, 0, sizeof(*hello)); /* moved */
+    s->route = route;
+    s->state = GW_SESSION_CONNECTING_BACKEND;
+    s->started_ms = uv_now(inst->loop);
+    set_subject(s);
+    uv_timer_init(inst->loop, &s->timer);
+    s->timer.data = s;
+    uv_timer_start(&s->timer, on_timer,
+                   (uint64_t)cfg->limits.backend_hello_timeout_ms, 0);
+    HASH_ADD_KEYPTR(hh, inst->sessions, s->client_id, cid_len, s);
+    s->linked = true;
+    inst->n_alive++;
+    inst->stats.sessions_started++;
+    GW_LOG(GW_LOG_DEBUG, s->subject, "hello: route %d", route);
+    try_next_backend(s);
+    return 0;
+}
+
+void gw_session_end(struct gw_session *s, enum gw_session_end why)
+{
+    struct gw_instance *inst = s->inst;
+
+    if (s->state == GW_SESSION_CLOSING) {
+        return;
+    }
+    gw_log(GW_LOG_INFO, s->subject, "session ended: %s (age %llu ms)",
+           gw_session_end_name(why), (unsigned long long)age_ms(s));
+    inst->stats.sessions_ended[why]++;
+    bool was_active = s->state == GW_SESSION_ACTIVE;
+    set_state(s, GW_SESSION_CLOSING);
+    if (s->linked) {
+        HASH_DELETE(hh, inst->sessions, s);
+        s->linked = false;
+    }
+    if (was_active) {
+        gw_udp_peer_stop(&s->udp);
+    }
+    /*
+     * The device is told, with the id it knows, unless it left first or a
+     * newer hello of its own replaced this session (a goodbye then could
+     * end the new conversation on firmware older than 2.3).
+     */
+    if (why != GW_END_DEVICE_GOODBYE && why != GW_END_REPLACED &&
+        why != GW_END_BACKEND_GOODBYE) {
+        gw_instance_goodbye(inst, s->client_id, s->session_id);
+    }
+    if (s->ws != NULL) {
+        gw_backend_conn_close(s->ws); /* on_ws_close follows */
+    }
+    uv_timer_stop(&s->timer);
+    uv_close((uv_handle_t *)&s->timer, on_timer_closed);
+}

@@ -1,0 +1,223 @@
+/*
+ * The instance's UDP audio socket (PROTOCOL.md section 4): one socket for
+ * every device, batched reads, O(1) demultiplexing by ssrc, in-place
+ * decryption, replay and spoofing defences, and paced downlink.
+ */
+#ifndef GW_UDP_AUDIO_H
+#define GW_UDP_AUDIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uthash.h>
+#include <uv.h>
+
+#include "crypto/aes_ctr.h"
+#include "gateway/error.h"
+
+/* Audio kept ahead of the device's play clock (about 5 frames of 60 ms). */
+#define GW_UDP_PREBUFFER_MS 300
+/* Bytes of encrypted downlink a peer may queue: 10 s of TTS fits. */
+#define GW_UDP_QUEUE_BYTES (64 * 1024)
+/* Downlink held while the device's address is unknown, in ms of audio. */
+#define GW_UDP_HOLD_MS 1000
+/* In-order, in-stream packets from a new address before it is trusted. */
+#define GW_UDP_MOVE_PACKETS 4
+
+struct gw_udp_audio;
+struct gw_udp_peer;
+
+/* A valid uplink packet, decrypted; payload is only valid during the call. */
+typedef void (*gw_udp_audio_cb)(struct gw_udp_peer *peer, uint32_t timestamp,
+                                const uint8_t *opus, size_t len, void *owner);
+
+/* ua is still valid during the call and freed right after it. */
+typedef void (*gw_udp_close_cb)(struct gw_udp_audio *ua, void *arg);
+
+/* Why a datagram was dropped; each has a counter. */
+enum gw_udp_drop {
+    GW_UDP_DROP_SHORT,      /* under 16 bytes */
+    GW_UDP_DROP_TYPE,       /* byte 0 != 0x01 */
+    GW_UDP_DROP_LENGTH,     /* 16 + payload_len != datagram length */
+    GW_UDP_DROP_TOOBIG,     /* payload over 1484 bytes */
+    GW_UDP_DROP_UNKNOWN,    /* no session has this ssrc */
+    GW_UDP_DROP_REPLAY,     /* sequence <= last accepted */
+    GW_UDP_DROP_OPUS,       /* decrypted payload is not sane Opus */
+    GW_UDP_DROP_ADDRESS,    /* from a new address not (yet) trusted */
+    GW_UDP_DROP_NO_ADDRESS, /* downlink before the device's first packet */
+    GW_UDP_DROP_QUEUE_FULL, /* downlink pacing queue full */
+    GW_UDP_DROP_SEND,       /* sendmsg failed */
+    GW_UDP_DROP_EMPTY,      /* uplink with an empty payload: nothing to
+                               forward, and not proof of anything */
+    GW_UDP_DROP_TX_INVALID, /* downlink that is not one Opus packet of at
+                               most 1484 bytes */
+    GW_UDP_DROP_COUNT_
+};
+
+struct gw_udp_audio_stats {
+    uint64_t rx_packets;    /* datagrams read */
+    uint64_t rx_audio;      /* handed to a session */
+    uint64_t tx_audio;      /* sent to devices */
+    uint64_t tx_flushed;    /* queued downlink discarded by a flush */
+    uint64_t address_moves; /* sessions whose device address moved */
+    uint64_t drops[GW_UDP_DROP_COUNT_]; /* by enum gw_udp_drop */
+};
+
+/* Metric label of a reason ("replay", "no_address"...); never NULL. */
+const char *gw_udp_drop_name(enum gw_udp_drop reason);
+
+/*
+ * The socket is bound to bind_host:port and downlink leaves from it too:
+ * the device's socket is connect()ed to the advertised udp.public_host, so
+ * on a multi-homed host bind to that address (or use the wildcard only
+ * where the kernel's choice of source address is that one).
+ */
+struct gw_udp_audio_options {
+    const char *bind_host; /* e.g. "0.0.0.0" or "::" */
+    int port;              /* 0 picks a free port (tests) */
+    gw_udp_audio_cb on_audio;
+    unsigned prebuffer_ms; /* 0 = GW_UDP_PREBUFFER_MS */
+    size_t queue_bytes;    /* per peer; 0 = GW_UDP_QUEUE_BYTES */
+};
+
+/* A device's UDP address, IPv4 or IPv6. */
+union gw_udp_addr {
+    struct sockaddr sa;
+    struct sockaddr_in in;
+    struct sockaddr_in6 in6;
+};
+
+/*
+ * Encrypted downlink datagrams waiting for the play clock: a byte ring of
+ * variable-length records (most TTS packets are 100-300 bytes, so fixed
+ * 1500-byte slots would waste most of the memory), allocated at start.
+ */
+struct gw_udp_queue {
+    uint8_t *buf;     /* cap bytes */
+    uint32_t cap;     /* multiple of 4 */
+    uint32_t rd;      /* offset of the oldest record */
+    uint32_t wr;      /* offset where the next record goes */
+    uint32_t wrap;    /* end of the records above rd when wrapped */
+    bool wrapped;     /* records run [rd, wrap) then [0, wr) */
+    uint32_t count;   /* records queued */
+    uint64_t samples; /* their total duration at 48 kHz */
+};
+
+/*
+ * Per-session UDP state; embedded in the session, owned by this module.
+ * Zero it before its first gw_udp_peer_start(); read no member directly.
+ */
+struct gw_udp_peer {
+    UT_hash_handle hh;          /* in gw_udp_audio's ssrc table */
+    struct gw_udp_audio *ua;    /* NULL while not started */
+    void *owner;                /* passed to on_audio */
+    const char *subject;        /* log prefix; NULL = "udp" */
+    uint32_t ssrc;              /* key of the ssrc table */
+    struct gw_aes_ctr *up;      /* uplink decryption */
+    struct gw_aes_ctr *down;    /* downlink encryption */
+    uint32_t frame_samples_48k; /* expected uplink frame duration, or 0 */
+    uint32_t last_seq;          /* last accepted uplink sequence */
+    uint32_t tx_seq;            /* last downlink sequence sent */
+    union gw_udp_addr addr;     /* the device, once learned */
+    bool has_addr;              /* addr is valid */
+    /* A new address under trial (see the move rule in udp_audio.c). */
+    union gw_udp_addr candidate;
+    bool has_candidate;          /* candidate is valid */
+    uint32_t candidate_seq;      /* its last in-order sequence */
+    unsigned candidate_hits;     /* consecutive in-stream packets */
+    uint64_t candidate_since_ms; /* loop time of the first of them */
+    uint64_t toc_seen;           /* bit (TOC >> 2) of each accepted TOC */
+    uint64_t last_rx_ms;         /* loop time of the last accepted */
+    /* Downlink pacing: the queue and the device's play clock. */
+    struct gw_udp_queue queue;
+    uint64_t play_start_ms;        /* loop time the device clock began */
+    uint64_t hold_until_ms;        /* no downlink before this loop time */
+    uint64_t played_samples;       /* audio sent since play_start_ms */
+    struct gw_udp_peer *pace_prev; /* in the pacing list */
+    struct gw_udp_peer *pace_next;
+    bool pacing; /* on the pacing list */
+};
+
+/*
+ * Binds the socket and starts reading. Uplink is read in batches: once the
+ * socket is drained, reading pauses for 2 ms, so a packet may wait that
+ * long (a wakeup per packet would cost more than the rest of its
+ * handling). Returns 0, GW_EINVAL (bad options) or a libuv error
+ * (UV_EADDRINUSE...).
+ */
+GW_MUST_CHECK int gw_udp_audio_init(uv_loop_t *loop,
+                                    const struct gw_udp_audio_options *opts,
+                                    struct gw_udp_audio **out);
+
+/*
+ * Stops reading, releases every peer still started (their owners should
+ * have stopped them; a later gw_udp_peer_stop() on them is a no-op),
+ * closes the socket and the pacing timer, then calls cb (may be NULL) and
+ * frees ua. Safe inside on_audio. Idempotent.
+ */
+void gw_udp_audio_close(struct gw_udp_audio *ua, gw_udp_close_cb cb, void *arg);
+
+/* The bound port (useful when the config asks for port 0 in tests). */
+int gw_udp_audio_port(const struct gw_udp_audio *ua);
+
+void gw_udp_audio_get_stats(const struct gw_udp_audio *ua,
+                            struct gw_udp_audio_stats *out);
+
+/*
+ * Starts a peer for a new hello: installs key, registers ssrc (which must
+ * be unused: see gw_udp_audio_ssrc_in_use), resets sequences to 0 and
+ * forgets any learned address. A started peer is stopped first (a
+ * re-hello). frame_duration_ms is the device's uplink frame length from
+ * its hello (0 if unknown). Returns 0, GW_EINVAL, GW_EEXIST, GW_ENOMEM,
+ * GW_ECRYPTO.
+ */
+GW_MUST_CHECK int gw_udp_peer_start(struct gw_udp_audio *ua,
+                                    struct gw_udp_peer *peer, uint32_t ssrc,
+                                    const uint8_t key[16],
+                                    int frame_duration_ms, void *owner);
+
+/* Unregisters the peer and drops its queued downlink. Synchronous. */
+void gw_udp_peer_stop(struct gw_udp_peer *peer);
+
+/*
+ * Log prefix for this peer's lines (the session's identity); the string
+ * must outlive the peer's start. Reset by every start.
+ */
+void gw_udp_peer_set_subject(struct gw_udp_peer *peer, const char *subject);
+
+/* Matches gw_session_keys_in_use_cb; ua is the struct gw_udp_audio. */
+bool gw_udp_audio_ssrc_in_use(uint32_t ssrc, void *ua);
+
+/*
+ * Queues one Opus packet for the device, encrypted with the next sequence
+ * and sent when the play clock allows (a small pre-buffer goes at once).
+ * Before the device's first uplink packet up to GW_UDP_HOLD_MS of audio is
+ * held for it. Returns 0 (also when a send fails: counted, audio is not
+ * retried), GW_EINVAL (not started), GW_ETOOBIG / GW_EOPUS (not one Opus
+ * packet that fits a datagram), GW_ELIMIT (queue full or hold exceeded);
+ * every refusal is counted.
+ */
+GW_MUST_CHECK int gw_udp_peer_send(struct gw_udp_peer *peer, uint32_t timestamp,
+                                   const uint8_t *opus, size_t len);
+
+/*
+ * Discards queued downlink (an abort: the device flushes its own queue)
+ * and lets the play clock restart. Returns how many packets went.
+ */
+size_t gw_udp_peer_flush(struct gw_udp_peer *peer);
+
+/*
+ * Holds downlink for ms from now (queued, then paced as usual). Used after
+ * a "tts start": that message reaches the device through the broker, and
+ * the device discards audio that overtakes it.
+ */
+void gw_udp_peer_hold(struct gw_udp_peer *peer, unsigned ms);
+
+/* True once the device's address is known (downlink can reach it). */
+bool gw_udp_peer_has_address(const struct gw_udp_peer *peer);
+
+/* Milliseconds since the peer's last accepted uplink packet (or start). */
+uint64_t gw_udp_peer_idle_ms(const struct gw_udp_peer *peer);
+
+#endif /* GW_UDP_AUDIO_H */

@@ -1,0 +1,1324 @@
+/*
+ * Backend WebSocket client against servers in the same loop: an lws server
+ * for framing and closing, a raw TCP listener that records the upgrade
+ * request byte for byte (or never answers it), and TLS with a CA and
+ * certificates made at test time in a temporary directory.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cmocka.h>
+#include <libwebsockets.h>
+#include <dlfcn.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <uv.h>
+
+#include "crypto/credential.h"
+#include "gateway/backend_ws.h"
+#include "gateway/log.h"
+
+#define GUARD_MS  10000 /* any test still running then has failed */
+#define MAX_ITEMS 16
+#define ITEM_MAX  (16 * 1024)
+#define MAC       "aa:bb:cc:dd:ee:01"
+#define UUID      "0f8e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
+
+/* A message as one side received it. */
+struct item {
+    bool binary;
+    uint32_t ts; /* client side audio only */
+    size_t len;
+    uint8_t data[ITEM_MAX];
+};
+
+/* One scripted server action, run one per writable event. */
+struct action {
+    int flags; /* LWS_WRITE_* (with lws_write_ws_flags for fragments) */
+    const void *data;
+    size_t len;
+    int close_code; /* non-zero: close with this code instead */
+};
+
+static struct {
+    uv_loop_t loop;
+    uv_timer_t guard;
+    bool timed_out;
+    /* the client under test */
+    struct gw_backend_ws *bws;
+    bool bws_closed;
+    struct gw_backend_config be;
+    struct gw_backend_connect params;
+    char url[256];
+    struct gw_backend_conn *conn;
+    void (*on_open_hook)(struct gw_backend_conn *conn);
+    int opens, closes;
+    char reason[128];
+    struct item rx[MAX_ITEMS];
+    int n_rx;
+    /* the lws server */
+    struct lws_context *srv;
+    SSL_CTX *srv_client_ctx; /* see client_ctx_new() */
+    int srv_port;
+    struct action script[MAX_ITEMS];
+    int n_script, script_pos;
+    struct item srv_rx[MAX_ITEMS];
+    int n_srv_rx;
+    uint8_t srv_frag[ITEM_MAX];
+    size_t srv_frag_len;
+    bool srv_frag_binary;
+    int srv_established;
+    int srv_close_code; /* from the client's close frame */
+    bool srv_closed;
+    int srv_wsi_live; /* accepted connections not yet freed */
+    /* the raw listener */
+    uv_tcp_t raw_listen, raw_client;
+    bool raw_running, raw_client_open;
+    int raw_mode; /* RAW_* */
+    int raw_port;
+    char raw_req[8192];
+    size_t raw_req_len;
+    bool raw_req_done;
+    uv_write_t raw_write;
+    char raw_resp[256];
+} T;
+
+static char cert_dir[64];
+
+#define RUN_UNTIL(cond)                                                        \
+    do {                                                                       \
+        while (!(cond)) {                                                      \
+            assert_false(T.timed_out);                                         \
+            uv_run(&T.loop, UV_RUN_ONCE);                                      \
+        }                                                                      \
+    } while (0)
+
+/* ---- certificates --------------------------------------------------- */
+
+static void add_ext(X509 *cert, X509V3_CTX *ctx, int nid, const char *value)
+{
+    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, ctx, nid, value);
+
+    assert_non_null(ext);
+    assert_int_equal(X509_add_ext(cert, ext, -1), 1);
+    X509_EXTENSION_free(ext);
+}
+
+/* A certificate for key; self-signed when issuer is NULL. */
+static X509 *make_cert(EVP_PKEY *key, const char *cn, const char *san,
+                       X509 *issuer, EVP_PKEY *issuer_key)
+{
+    static long serial = 1;
+    X509 *cert = X509_new();
+    X509V3_CTX ctx;
+
+    assert_non_null(cert);
+    X509_set_version(cert, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(cert), serial++);
+    X509_gmtime_adj(X509_getm_notBefore(cert), -3600);
+    X509_gmtime_adj(X509_getm_notAfter(cert), 24 * 3600);
+    X509_set_pubkey(cert, key);
+    X509_NAME_add_entry_by_txt(X509_get_subject_name(cert), "CN", MBSTRING_ASC,
+                               (const unsigned char *)cn, -1, -1, 0);
+    X509_set_issuer_name(cert, X509_get_subject_name(issuer ? issuer : cert));
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, issuer ? issuer : cert, cert, NULL, NULL, 0);
+    add_ext(cert, &ctx, NID_subject_key_identifier, "hash");
+    if (san == NULL) {
+        add_ext(cert, &ctx, NID_basic_constraints, "critical,CA:TRUE");
+        add_ext(cert, &ctx, NID_key_usage, "critical,keyCertSign,cRLSign");
+    } else {
+        add_ext(cert, &ctx, NID_authority_key_identifier, "keyid:always");
+        add_ext(cert, &ctx, NID_basic_constraints, "critical,CA:FALSE");
+        add_ext(cert, &ctx, NID_subject_alt_name, san);
+    }
+    assert_true(X509_sign(cert, issuer_key ? issuer_key : key, EVP_sha256()) >
+                0);
+    return cert;
+}
+
+static void write_pem(const char *name, X509 *cert, EVP_PKEY *key)
+{
+    char path[128];
+    FILE *fp;
+
+    snprintf(path, sizeof(path), "%s/%s", cert_dir, name);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    if (cert != NULL) {
+        assert_int_equal(PEM_write_X509(fp, cert), 1);
+    } else {
+        assert_int_equal(
+            PEM_write_PrivateKey(fp, key, NULL, NULL, 0, NULL, NULL), 1);
+    }
+    fclose(fp);
+}
+
+/* Writes a leaf certificate and its key as <name>.crt and <name>.key. */
+static void make_leaf(const char *name, const char *san, X509 *ca,
+                      EVP_PKEY *ca_key)
+{
+    char file[64];
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    X509 *cert;
+
+    assert_non_null(key);
+    cert = make_cert(key, name, san, ca, ca_key);
+    snprintf(file, sizeof(file), "%s.crt", name);
+    write_pem(file, cert, NULL);
+    snprintf(file, sizeof(file), "%s.key", name);
+    write_pem(file, NULL, key);
+    X509_free(cert);
+    EVP_PKEY_free(key);
+}
+
+static const char *const cert_files[] = {
+    "ca.crt",    "good.crt",  "good.key",  "wrong.crt",
+    "wrong.key", "rogue.crt", "rogue.key",
+};
+
+/* A test CA, and leaves: good (localhost, 127.0.0.1), wrong (another
+ * name), rogue (localhost, but from a CA nobody trusts). */
+static int make_certs(void **state)
+{
+    const char *tmp = getenv("TMPDIR");
+    EVP_PKEY *ca_key = EVP_EC_gen("P-256");
+    EVP_PKEY *rogue_key = EVP_EC_gen("P-256");
+    X509 *ca, *rogue;
+
+    (void)state;
+    snprintf(cert_dir, sizeof(cert_dir), "%s/gwtest-XXXXXX",
+             tmp != NULL && strlen(tmp) < 40 ? tmp : P_tmpdir);
+    if (mkdtemp(cert_dir) == NULL || ca_key == NULL || rogue_key == NULL) {
+        return -1;
+    }
+    ca = make_cert(ca_key, "hybridgw test CA", NULL, NULL, NULL);
+    rogue = make_cert(rogue_key, "unknown CA", NULL, NULL, NULL);
+    write_pem("ca.crt", ca, NULL);
+    make_leaf("good", "DNS:localhost,IP:127.0.0.1", ca, ca_key);
+    make_leaf("wrong", "DNS:wrong.example", ca, ca_key);
+    make_leaf("rogue", "DNS:localhost,IP:127.0.0.1", rogue, rogue_key);
+    X509_free(ca);
+    X509_free(rogue);
+    EVP_PKEY_free(ca_key);
+    EVP_PKEY_free(rogue_key);
+    return 0;
+}
+
+static int remove_certs(void **state)
+{
+    char path[128];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cert_files) / sizeof(cert_files[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", cert_dir, cert_files[i]);
+        unlink(path);
+    }
+    rmdir(cert_dir);
+    return 0;
+}
+
+static char *cert_path(const char *name)
+{
+    static char paths[4][128];
+    static int next;
+    char *p = paths[next++ % 4];
+
+    snprintf(p, 128, "%s/%s", cert_dir, name);
+    return p;
+}
+
+/* ---- loop and handles ---------------------------------------------- */
+
+static void on_guard(uv_timer_t *timer)
+{
+    (void)timer;
+    T.timed_out = true;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&T, 0, sizeof(T));
+    if (uv_loop_init(&T.loop) != 0) {
+        return -1;
+    }
+    uv_timer_init(&T.loop, &T.guard);
+    /* GW_TEST_GUARD_MS stretches it for runs under valgrind. */
+    uv_timer_start(&T.guard, on_guard,
+                   getenv("GW_TEST_GUARD_MS") != NULL
+                       ? strtoull(getenv("GW_TEST_GUARD_MS"), NULL, 10)
+                       : GUARD_MS,
+                   0);
+    return 0;
+}
+
+/* A port nothing listens on (released before it is used). */
+static int free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static void find_tagged(uv_handle_t *handle, void *arg)
+{
+    void **tag = arg;
+
+    if (handle->data == *tag) {
+        *tag = NULL;
+    }
+}
+
+/* lws's own uv handles carry the context in ->data until closed. */
+static bool lws_handles_left(struct lws_context *ctx)
+{
+    void *tag = ctx;
+
+    uv_walk(&T.loop, find_tagged, &tag);
+    return tag == NULL;
+}
+
+/* ---- the lws server -------------------------------------------------- */
+
+static void record(struct item *it, bool binary, const uint8_t *data,
+                   size_t len)
+{
+    assert_true(len <= ITEM_MAX);
+    it->binary = binary;
+    it->len = len;
+    memcpy(it->data, data, len);
+}
+
+static int srv_writeable(struct lws *wsi)
+{
+    static uint8_t buf[LWS_PRE + ITEM_MAX];
+    struct action *a;
+
+    if (T.script_pos >= T.n_script) {
+        return 0;
+    }
+    a = &T.script[T.script_pos++];
+    if (a->close_code != 0) {
+        /* As the client does it: see close_with() in backend_ws.c. */
+        lws_close_reason(wsi, (enum lws_close_status)a->close_code, NULL, 0);
+        lws_set_timer_usecs(wsi, 0);
+        return 0;
+    }
+    memcpy(buf + LWS_PRE, a->data, a->len);
+    assert_int_equal(lws_write(wsi, buf + LWS_PRE, a->len,
+                               (enum lws_write_protocol)a->flags),
+                     (int)a->len);
+    if (T.script_pos < T.n_script) {
+        lws_callback_on_writable(wsi);
+    }
+    return 0;
+}
+
+static void srv_receive(struct lws *wsi, const uint8_t *in, size_t len)
+{
+    if (lws_is_first_fragment(wsi)) {
+        T.srv_frag_len = 0;
+        T.srv_frag_binary = lws_frame_is_binary(wsi);
+    }
+    assert_true(T.srv_frag_len + len <= ITEM_MAX);
+    memcpy(T.srv_frag + T.srv_frag_len, in, len);
+    T.srv_frag_len += len;
+    if (lws_is_final_fragment(wsi)) {
+        assert_true(T.n_srv_rx < MAX_ITEMS);
+        record(&T.srv_rx[T.n_srv_rx++], T.srv_frag_binary, T.srv_frag,
+               T.srv_frag_len);
+    }
+}
+
+static int srv_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                  void *in, size_t len)
+{
+    const uint8_t *code = in;
+
+    switch (reason) {
+    case LWS_CALLBACK_ESTABLISHED:
+        T.srv_established++;
+        if (T.n_script > 0) {
+            lws_callback_on_writable(wsi);
+        }
+        return 0;
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        return srv_writeable(wsi);
+    case LWS_CALLBACK_RECEIVE:
+        srv_receive(wsi, in, len);
+        return 0;
+    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+        T.srv_close_code = len >= 2 ? (code[0] << 8) | code[1] : 1005;
+        return 0;
+    case LWS_CALLBACK_CLOSED:
+        T.srv_closed = true;
+        return 0;
+    case LWS_CALLBACK_TIMER:
+        return -1; /* only ever set to close */
+    case LWS_CALLBACK_WSI_CREATE:
+        T.srv_wsi_live++;
+        return 0;
+    case LWS_CALLBACK_WSI_DESTROY:
+        T.srv_wsi_live--;
+        return 0;
+    default:
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    }
+}
+
+static const struct lws_protocols srv_protocols[] = {
+    {"test-backend", srv_cb, 0, 4096, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/*
+ * lws 4.1.6 takes fresh OpenSSL ex_data indices for every context made
+ * with DO_SSL_GLOBAL_INIT, and then fails to free a client SSL_CTX made
+ * under older ones: the server's, since the client under test starts
+ * after it. So the server gets a client SSL_CTX of ours, which lws leaves
+ * alone. libssl is already loaded (by lws); this test does not link it.
+ */
+static SSL_CTX *client_ctx_new(void)
+{
+    SSL_CTX *(*ctx_new)(const SSL_METHOD *) =
+        (SSL_CTX * (*)(const SSL_METHOD *)) dlsym(RTLD_DEFAULT, "SSL_CTX_new");
+    const SSL_METHOD *(*method)(void) =
+        (const SSL_METHOD *(*)(void))dlsym(RTLD_DEFAULT, "TLS_client_method");
+
+    assert_non_null(ctx_new);
+    assert_non_null(method);
+    return ctx_new(method());
+}
+
+static void client_ctx_free(SSL_CTX *ctx)
+{
+    void (*ctx_free)(SSL_CTX *) =
+        (void (*)(SSL_CTX *))dlsym(RTLD_DEFAULT, "SSL_CTX_free");
+
+    assert_non_null(ctx_free);
+    ctx_free(ctx);
+}
+
+/* Starts the server; cert NULL for ws://, else its <cert>.crt/.key. */
+static void srv_start(const char *cert)
+{
+    struct lws_context_creation_info info;
+    void *loops[1] = {&T.loop};
+    char crt[128], key[128];
+
+    memset(&info, 0, sizeof(info));
+    info.options = LWS_SERVER_OPTION_LIBUV;
+    info.foreign_loops = loops;
+    info.port = T.srv_port = free_port();
+    info.iface = "127.0.0.1";
+    info.protocols = srv_protocols;
+    info.gid = -1;
+    info.uid = -1;
+    if (cert != NULL) {
+        snprintf(crt, sizeof(crt), "%s/%s.crt", cert_dir, cert);
+        snprintf(key, sizeof(key), "%s/%s.key", cert_dir, cert);
+        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+        info.provided_client_ssl_ctx = T.srv_client_ctx = client_ctx_new();
+        /* A TLS accept the client gave up on is only freed by this
+         * timeout; it would leak if the context went first. */
+        info.timeout_secs = 1;
+        info.ssl_cert_filepath = crt;
+        info.ssl_private_key_filepath = key;
+    }
+    T.srv = lws_create_context(&info);
+    assert_non_null(T.srv);
+}
+
+/* Two-phase destroy on a foreign loop, as the client does it. */
+static void srv_stop(void)
+{
+    if (T.srv == NULL) {
+        return;
+    }
+    lws_context_destroy(T.srv);
+    RUN_UNTIL(!lws_handles_left(T.srv));
+    lws_context_destroy(T.srv);
+    T.srv = NULL;
+    if (T.srv_client_ctx != NULL) {
+        client_ctx_free(T.srv_client_ctx);
+        T.srv_client_ctx = NULL;
+    }
+}
+
+static void script(int flags, const void *data, size_t len)
+{
+    assert_true(T.n_script < MAX_ITEMS);
+    T.script[T.n_script++] = (struct action){flags, data, len, 0};
+}
+
+static void script_close(int code)
+{
+    assert_true(T.n_script < MAX_ITEMS);
+    T.script[T.n_script++] = (struct action){0, NULL, 0, code};
+}
+
+/* ---- the raw listener ------------------------------------------------- */
+
+static void raw_alloc(uv_handle_t *handle, size_t size, uv_buf_t *buf)
+{
+    static char chunk[4096];
+
+    (void)handle;
+    (void)size;
+    *buf = uv_buf_init(chunk, sizeof(chunk));
+}
+
+static void raw_client_close(void)
+{
+    if (T.raw_client_open) {
+        T.raw_client_open = false;
+        uv_close((uv_handle_t *)&T.raw_client, NULL);
+    }
+}
+
+/* Value of header name (case-insensitive) in the recorded request. */
+static bool raw_header(const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(name);
+
+    for (const char *line = strstr(T.raw_req, "\r\n"); line != NULL;
+         line = strstr(line + 2, "\r\n")) {
+        if (strncasecmp(line + 2, name, n) == 0 && line[2 + n] == ':') {
+            const char *v = line + 2 + n + 1;
+            v += *v == ' ';
+            size_t len = strcspn(v, "\r");
+            assert_true(len < cap);
+            memcpy(out, v, len);
+            out[len] = '\0';
+            return true;
+        }
+    }
+    return false;
+}
+
+enum { RAW_SILENT, RAW_UPGRADE, RAW_REFUSE };
+
+static void raw_answer(void)
+{
+    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    char key[128], accept[64];
+    unsigned int dlen;
+    uv_buf_t buf;
+
+    if (T.raw_mode == RAW_REFUSE) {
+        snprintf(T.raw_resp, sizeof(T.raw_resp),
+                 "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
+    } else {
+        assert_true(raw_header("sec-websocket-key", key, sizeof(key) - 40));
+        strcat(key, guid);
+        assert_int_equal(
+            EVP_Digest(key, strlen(key), digest, &dlen, EVP_sha1(), NULL), 1);
+        EVP_EncodeBlock((unsigned char *)accept, digest, (int)dlen);
+        snprintf(T.raw_resp, sizeof(T.raw_resp),
+                 "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                 "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+                 accept);
+    }
+    buf = uv_buf_init(T.raw_resp, (unsigned)strlen(T.raw_resp));
+    assert_int_equal(
+        uv_write(&T.raw_write, (uv_stream_t *)&T.raw_client, &buf, 1, NULL), 0);
+}
+
+static void raw_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)stream;
+    if (nread < 0) {
+        raw_client_close();
+        return;
+    }
+    if (T.raw_req_done) {
+        /* Upgraded: the client's close frame; end it the crude way. */
+        raw_client_close();
+        return;
+    }
+    assert_true(T.raw_req_len + (size_t)nread < sizeof(T.raw_req));
+    memcpy(T.raw_req + T.raw_req_len, buf->base, (size_t)nread);
+    T.raw_req_len += (size_t)nread;
+    T.raw_req[T.raw_req_len] = '\0';
+    if (strstr(T.raw_req, "\r\n\r\n") != NULL) {
+        T.raw_req_done = true;
+        if (T.raw_mode != RAW_SILENT) {
+            raw_answer();
+        }
+    }
+}
+
+static void raw_on_connection(uv_stream_t *server, int status)
+{
+    assert_int_equal(status, 0);
+    assert_false(T.raw_client_open);
+    uv_tcp_init(&T.loop, &T.raw_client);
+    assert_int_equal(uv_accept(server, (uv_stream_t *)&T.raw_client), 0);
+    T.raw_client_open = true;
+    uv_read_start((uv_stream_t *)&T.raw_client, raw_alloc, raw_read);
+}
+
+/* mode: complete the upgrade, refuse it, or never say a word. */
+static void raw_start(int mode)
+{
+    struct sockaddr_in sa;
+    int len = sizeof(sa);
+
+    uv_ip4_addr("127.0.0.1", 0, &sa);
+    uv_tcp_init(&T.loop, &T.raw_listen);
+    assert_int_equal(
+        uv_tcp_bind(&T.raw_listen, (const struct sockaddr *)&sa, 0), 0);
+    assert_int_equal(
+        uv_listen((uv_stream_t *)&T.raw_listen, 4, raw_on_connection), 0);
+    uv_tcp_getsockname(&T.raw_listen, (struct sockaddr *)&sa, &len);
+    T.raw_port = ntohs(sa.sin_port);
+    T.raw_mode = mode;
+    T.raw_running = true;
+}
+
+static void raw_stop(void)
+{
+    raw_client_close();
+    if (T.raw_running) {
+        T.raw_running = false;
+        uv_close((uv_handle_t *)&T.raw_listen, NULL);
+    }
+}
+
+/* ---- the client ------------------------------------------------------- */
+
+static void ev_open(struct gw_backend_conn *conn, void *owner)
+{
+    assert_ptr_equal(owner, &T);
+    assert_ptr_equal(conn, T.conn);
+    T.opens++;
+    if (T.on_open_hook != NULL) {
+        T.on_open_hook(conn);
+    }
+}
+
+static void ev_text(struct gw_backend_conn *conn, const char *text, size_t len,
+                    void *owner)
+{
+    (void)conn;
+    (void)owner;
+    assert_true(T.n_rx < MAX_ITEMS);
+    record(&T.rx[T.n_rx++], false, (const uint8_t *)text, len);
+}
+
+static void ev_audio(struct gw_backend_conn *conn, uint32_t ts,
+                     const uint8_t *opus, size_t len, void *owner)
+{
+    (void)conn;
+    (void)owner;
+    assert_true(T.n_rx < MAX_ITEMS);
+    record(&T.rx[T.n_rx], true, opus, len);
+    T.rx[T.n_rx++].ts = ts;
+}
+
+static void ev_close(struct gw_backend_conn *conn, const char *reason,
+                     void *owner)
+{
+    assert_ptr_equal(owner, &T);
+    assert_ptr_equal(conn, T.conn);
+    T.closes++;
+    snprintf(T.reason, sizeof(T.reason), "%s", reason);
+    T.conn = NULL;
+}
+
+static const struct gw_backend_events events = {ev_open, ev_text, ev_audio,
+                                                ev_close};
+
+static void client_init(const char *ca_file)
+{
+    const char *lws_debug = getenv("GW_TEST_LWS_LOG"); /* an lws bitmask */
+
+    assert_int_equal(gw_backend_ws_init(&T.loop, ca_file, &T.bws), 0);
+    if (lws_debug != NULL) {
+        lws_set_log_level(atoi(lws_debug), NULL);
+    }
+    T.be.name = "main";
+    T.be.url = T.url;
+    T.be.framing = GW_FRAMING_V2;
+    T.be.auth.scheme = GW_AUTH_NONE;
+    T.be.auth.token = "";
+    T.be.auth.secret = "";
+    T.be.ca_file = "";
+    T.be.connect_timeout_ms = 3000;
+    T.params.backend = &T.be;
+    T.params.device_id = MAC;
+    T.params.client_id = UUID;
+    T.params.forwarded_for = NULL;
+    T.params.log_subject = "dev=test";
+    T.params.max_message_bytes = 8192;
+}
+
+static void client_open(void)
+{
+    assert_int_equal(
+        gw_backend_conn_open(T.bws, &T.params, &events, &T, &T.conn), 0);
+    assert_non_null(T.conn);
+    /* Whatever happens, never from inside the call. */
+    assert_int_equal(T.opens + T.closes, 0);
+}
+
+static void on_bws_closed(struct gw_backend_ws *bws, void *arg)
+{
+    assert_ptr_equal(bws, T.bws);
+    assert_ptr_equal(arg, &T);
+    T.bws_closed = true;
+}
+
+/* Closes everything the test opened; the loop must then close cleanly. */
+static void teardown_all(void)
+{
+    int closes = T.closes + (T.conn != NULL ? 1 : 0);
+
+    if (T.bws != NULL) {
+        gw_backend_ws_close(T.bws, on_bws_closed, &T);
+        RUN_UNTIL(T.bws_closed);
+        T.bws = NULL;
+        /* A connection still open got exactly one on_close on the way. */
+        assert_int_equal(T.closes, closes);
+        assert_null(T.conn);
+    }
+    srv_stop();
+    raw_stop();
+    uv_close((uv_handle_t *)&T.guard, NULL);
+    uv_run(&T.loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&T.loop), 0);
+}
+
+static void get_stats(struct gw_backend_ws_stats *st)
+{
+    gw_backend_ws_get_stats(T.bws, st);
+}
+
+/* ---- upgrade request -------------------------------------------------- */
+
+#define HMAC_TOKEN "(hmac)" /* expect a valid xiaozhi token */
+
+struct header_case {
+    const char *path;   /* appended to ws://127.0.0.1:<port> */
+    const char *target; /* expected in the request line */
+    enum gw_auth_scheme scheme;
+    const char *client_id;     /* as given by the session, may be NULL */
+    const char *forwarded_for; /* may be NULL */
+    const char *want_client_id;
+    const char *want_auth; /* NULL: no header at all */
+};
+
+static const struct header_case header_cases[] = {
+    {"/xiaozhi/v1/?from=mqtt_gateway", "/xiaozhi/v1/?from=mqtt_gateway",
+     GW_AUTH_NONE, UUID, "192.0.2.7", UUID, NULL},
+    {"/xiaozhi/mqtt_udp/v1/", "/xiaozhi/mqtt_udp/v1/", GW_AUTH_BEARER, UUID,
+     NULL, UUID, "Bearer test-token"},
+    {"", "/", GW_AUTH_XIAOZHI_HMAC, NULL, "10.1.2.3", "default-client-id",
+     HMAC_TOKEN},
+    {"?from=mqtt_gateway", "/?from=mqtt_gateway", GW_AUTH_XIAOZHI_HMAC, UUID,
+     NULL, UUID, HMAC_TOKEN},
+    {"/a%20b/?x=1&y=%2F&from=mqtt_gateway#frag",
+     "/a%20b/?x=1&y=%2F&from=mqtt_gateway", GW_AUTH_BEARER, "", NULL,
+     "default-client-id", "Bearer test-token"},
+};
+
+static void assert_line(const char *name, const char *value)
+{
+    char line[512];
+
+    snprintf(line, sizeof(line), "\r\n%s: %s\r\n", name, value);
+    if (strstr(T.raw_req, line) == NULL) {
+        fail_msg("no \"%s: %s\" in:\n%s", name, value, T.raw_req);
+    }
+}
+
+static void check_auth(const struct header_case *c)
+{
+    char value[256];
+
+    if (c->want_auth == NULL) {
+        assert_false(raw_header("authorization", value, sizeof(value)));
+    } else if (strcmp(c->want_auth, HMAC_TOKEN) == 0) {
+        assert_true(raw_header("authorization", value, sizeof(value)));
+        assert_int_equal(strncmp(value, "Bearer ", 7), 0);
+        assert_int_equal(gw_credential_backend_token_verify(
+                             "s3cret", 6, c->want_client_id,
+                             strlen(c->want_client_id), MAC, strlen(MAC),
+                             value + 7, strlen(value + 7), (int64_t)time(NULL),
+                             60),
+                         0);
+        assert_line("authorization", value);
+    } else {
+        assert_line("authorization", c->want_auth);
+    }
+}
+
+static void test_upgrade_request(void **state)
+{
+    char want[512], value[256];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(header_cases) / sizeof(header_cases[0]);
+         i++) {
+        const struct header_case *c = &header_cases[i];
+
+        setup(NULL);
+        raw_start(RAW_UPGRADE);
+        client_init(NULL);
+        snprintf(T.url, sizeof(T.url), "ws://127.0.0.1:%d%s", T.raw_port,
+                 c->path);
+        T.be.auth.scheme = c->scheme;
+        T.be.auth.token = "test-token";
+        T.be.auth.secret = "s3cret";
+        T.params.client_id = c->client_id;
+        T.params.forwarded_for = c->forwarded_for;
+        client_open();
+        RUN_UNTIL(T.opens == 1);
+
+        snprintf(want, sizeof(want), "GET %s HTTP/1.1\r\n", c->target);
+        assert_int_equal(strncmp(T.raw_req, want, strlen(want)), 0);
+        assert_line("device-id", MAC);
+        assert_line("client-id", c->want_client_id);
+        assert_line("protocol-version", "2");
+        snprintf(want, sizeof(want), "127.0.0.1:%d", T.raw_port);
+        assert_true(raw_header("host", value, sizeof(value)));
+        assert_string_equal(value, want);
+        check_auth(c);
+        if (c->forwarded_for != NULL) {
+            assert_line("x-forwarded-for", c->forwarded_for);
+        } else {
+            assert_false(raw_header("x-forwarded-for", value, sizeof(value)));
+        }
+        /* No compression is offered: audio does not compress. */
+        assert_false(
+            raw_header("sec-websocket-extensions", value, sizeof(value)));
+
+        gw_backend_conn_close(T.conn);
+        assert_int_equal(T.closes, 0);
+        RUN_UNTIL(T.closes == 1);
+        assert_string_equal(T.reason, "closed by gateway");
+        teardown_all();
+    }
+}
+
+/* ---- messages ------------------------------------------------------- */
+
+static const char hello_down[] = "{\"type\":\"hello\",\"session_id\":\"s1\"}";
+static const char hello_up[] = "{\"type\":\"hello\",\"version\":2}";
+
+static void send_hello(struct gw_backend_conn *conn)
+{
+    assert_int_equal(
+        gw_backend_conn_send_text(conn, hello_up, strlen(hello_up)), 0);
+}
+
+static void start_with_server(void)
+{
+    srv_start(NULL);
+    client_init(NULL);
+    snprintf(T.url, sizeof(T.url),
+             "ws://127.0.0.1:%d/xiaozhi/v1/?from=mqtt_gateway", T.srv_port);
+}
+
+static void test_text_both_ways(void **state)
+{
+    struct gw_backend_ws_stats st;
+
+    (void)state;
+    setup(NULL);
+    start_with_server();
+    script(LWS_WRITE_TEXT, hello_down, strlen(hello_down));
+    T.on_open_hook = send_hello;
+    client_open();
+    RUN_UNTIL(T.n_rx == 1 && T.n_srv_rx == 1);
+    assert_false(T.rx[0].binary);
+    assert_int_equal(T.rx[0].len, strlen(hello_down));
+    assert_memory_equal(T.rx[0].data, hello_down, strlen(hello_down));
+    assert_false(T.srv_rx[0].binary);
+    assert_int_equal(T.srv_rx[0].len, strlen(hello_up));
+    assert_memory_equal(T.srv_rx[0].data, hello_up, strlen(hello_up));
+    get_stats(&st);
+    assert_int_equal(st.connects, 1);
+    assert_int_equal(st.rx_text, 1);
+    assert_int_equal(st.tx_text, 1);
+    assert_int_equal(st.live, 1);
+    /* Shutdown with the connection open: normal closure, one on_close. */
+    teardown_all();
+    assert_int_equal(T.closes, 1);
+    assert_string_equal(T.reason, "closed by gateway");
+    assert_int_equal(T.srv_close_code, 1000);
+}
+
+static const uint8_t opus_up[] = {0xf8, 0xff, 0xfe, 0x01, 0x02};
+#define TS_UP 0x11223344u
+
+static const uint8_t v2_up[] = {0, 0,    0,    0,    0,    0,    0,
+                                0, 0x11, 0x22, 0x33, 0x44, 0,    0,
+                                0, 5,    0xf8, 0xff, 0xfe, 0x01, 0x02};
+static const uint8_t v2_bad[] = {1, 0, 0, 4, 0, 0, 0, 1, 0, 0,
+                                 0, 1, 0, 0, 0, 9, 1, 2, 3, 4};
+static const uint8_t v2_down[] = {0x01, 0x00, 0x00, 0x04, 0xde, 0xad, 0xbe,
+                                  0xef, 0x55, 0x66, 0x77, 0x88, 0,    0,
+                                  0,    4,    0xf8, 1,    2,    3};
+static const uint8_t v3_up[] = {0, 0, 0, 5, 0xf8, 0xff, 0xfe, 0x01, 0x02};
+static const uint8_t v3_bad[] = {1, 0, 0, 4, 1, 2, 3, 4};
+static const uint8_t v3_down[] = {0, 0x7f, 0, 4, 0xf8, 1, 2, 3};
+static const uint8_t raw_down[] = {0xf8, 1, 2, 3};
+static uint8_t raw_bad[GW_AUDIO_FRAME_MAX_PAYLOAD + 1]; /* over the limit */
+
+struct audio_case {
+    enum gw_framing framing;
+    const uint8_t *up; /* what the server must receive */
+    size_t up_len;
+    const uint8_t *bad; /* undecodable: dropped, connection kept */
+    size_t bad_len;
+    const uint8_t *down;
+    size_t down_len;
+    uint32_t down_ts;
+};
+
+static const struct audio_case audio_cases[] = {
+    {GW_FRAMING_V2, v2_up, sizeof(v2_up), v2_bad, sizeof(v2_bad), v2_down,
+     sizeof(v2_down), 0x55667788u},
+    {GW_FRAMING_V3, v3_up, sizeof(v3_up), v3_bad, sizeof(v3_bad), v3_down,
+     sizeof(v3_down), 0},
+    {GW_FRAMING_RAW, opus_up, sizeof(opus_up), raw_bad, sizeof(raw_bad),
+     raw_down, sizeof(raw_down), 0},
+};
+
+static void send_opus(struct gw_backend_conn *conn)
+{
+    assert_int_equal(
+        gw_backend_conn_send_audio(conn, TS_UP, opus_up, sizeof(opus_up)), 0);
+}
+
+static void test_audio_framings(void **state)
+{
+    struct gw_backend_ws_stats st;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(audio_cases) / sizeof(audio_cases[0]); i++) {
+        const struct audio_case *c = &audio_cases[i];
+
+        setup(NULL);
+        start_with_server();
+        T.be.framing = c->framing;
+        script(LWS_WRITE_BINARY, c->bad, c->bad_len);
+        script(LWS_WRITE_BINARY, c->down, c->down_len);
+        T.on_open_hook = send_opus;
+        client_open();
+        RUN_UNTIL(T.n_rx == 1 && T.n_srv_rx == 1);
+        assert_true(T.srv_rx[0].binary);
+        assert_int_equal(T.srv_rx[0].len, c->up_len);
+        assert_memory_equal(T.srv_rx[0].data, c->up, c->up_len);
+        assert_true(T.rx[0].binary);
+        assert_int_equal(T.rx[0].ts, c->down_ts);
+        assert_int_equal(T.rx[0].len, sizeof(raw_down));
+        assert_memory_equal(T.rx[0].data, raw_down, sizeof(raw_down));
+        get_stats(&st);
+        assert_int_equal(st.rx_bad_frames, 1);
+        assert_int_equal(st.rx_audio, 1);
+        assert_int_equal(st.tx_audio, 1);
+        assert_int_equal(T.closes, 0);
+        teardown_all();
+    }
+}
+
+static char big_text[10000];
+
+static void test_fragmented(void **state)
+{
+    (void)state;
+    setup(NULL);
+    start_with_server();
+    T.params.max_message_bytes = 16384;
+    memset(big_text, 'a', sizeof(big_text));
+    script(lws_write_ws_flags(LWS_WRITE_TEXT, 1, 0), "{\"type\":", 8);
+    script(lws_write_ws_flags(LWS_WRITE_TEXT, 0, 0), "\"stt\",", 6);
+    script(lws_write_ws_flags(LWS_WRITE_TEXT, 0, 1), "\"text\":\"hi\"}", 12);
+    script(lws_write_ws_flags(LWS_WRITE_BINARY, 1, 0), v2_down, 10);
+    script(lws_write_ws_flags(LWS_WRITE_BINARY, 0, 1), v2_down + 10,
+           sizeof(v2_down) - 10);
+    /* One frame bigger than lws's read size arrives in pieces too. */
+    script(LWS_WRITE_TEXT, big_text, sizeof(big_text));
+    client_open();
+    RUN_UNTIL(T.n_rx == 3);
+    assert_false(T.rx[0].binary);
+    assert_int_equal(T.rx[0].len, 26);
+    assert_memory_equal(T.rx[0].data, "{\"type\":\"stt\",\"text\":\"hi\"}", 26);
+    assert_true(T.rx[1].binary);
+    assert_int_equal(T.rx[1].ts, 0x55667788u);
+    assert_memory_equal(T.rx[1].data, raw_down, sizeof(raw_down));
+    assert_false(T.rx[2].binary);
+    assert_int_equal(T.rx[2].len, sizeof(big_text));
+    assert_memory_equal(T.rx[2].data, big_text, sizeof(big_text));
+    teardown_all();
+}
+
+static void test_message_too_big(void **state)
+{
+    (void)state;
+    memset(big_text, 'b', sizeof(big_text));
+    for (int fragmented = 0; fragmented < 2; fragmented++) {
+        setup(NULL);
+        start_with_server();
+        T.params.max_message_bytes = 1024;
+        if (fragmented) {
+            /* Each piece fits; together they do not. */
+            script(lws_write_ws_flags(LWS_WRITE_TEXT, 1, 0), big_text, 700);
+            script(lws_write_ws_flags(LWS_WRITE_TEXT, 0, 1), big_text, 700);
+        } else {
+            script(LWS_WRITE_TEXT, big_text, 2000);
+        }
+        client_open();
+        RUN_UNTIL(T.closes == 1);
+        assert_string_equal(T.reason, "message too big");
+        assert_int_equal(T.n_rx, 0);
+        RUN_UNTIL(T.srv_closed);
+        assert_int_equal(T.srv_close_code, 1009);
+        teardown_all();
+        assert_int_equal(T.closes, 1);
+    }
+}
+
+/* ---- closing ---------------------------------------------------------- */
+
+static void test_backend_closes(void **state)
+{
+    static const int codes[] = {1000, 4000};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        char want[64];
+
+        setup(NULL);
+        start_with_server();
+        script(LWS_WRITE_TEXT, hello_down, strlen(hello_down));
+        script_close(codes[i]);
+        client_open();
+        RUN_UNTIL(T.closes == 1);
+        snprintf(want, sizeof(want), "closed by backend %d", codes[i]);
+        assert_string_equal(T.reason, want);
+        assert_int_equal(T.opens, 1);
+        assert_int_equal(T.n_rx, 1);
+        teardown_all();
+        assert_int_equal(T.closes, 1);
+    }
+}
+
+static const uint8_t opus_small[] = {0xf8, 0x0a, 0x0b};
+
+static void send_then_close(struct gw_backend_conn *conn)
+{
+    assert_int_equal(gw_backend_conn_send_text(conn, "one", 3), 0);
+    assert_int_equal(
+        gw_backend_conn_send_audio(conn, 7, opus_small, sizeof(opus_small)), 0);
+    assert_int_equal(gw_backend_conn_send_text(conn, "three", 5), 0);
+    gw_backend_conn_close(conn);
+    gw_backend_conn_close(conn); /* harmless twice */
+    assert_int_equal(T.closes, 0);
+    assert_int_equal(gw_backend_conn_send_text(conn, "late", 4), GW_EPROTO);
+}
+
+static void test_gateway_close_flushes(void **state)
+{
+    (void)state;
+    setup(NULL);
+    start_with_server();
+    T.on_open_hook = send_then_close;
+    client_open();
+    RUN_UNTIL(T.closes == 1 && T.srv_closed);
+    assert_string_equal(T.reason, "closed by gateway");
+    assert_int_equal(T.n_srv_rx, 3);
+    assert_memory_equal(T.srv_rx[0].data, "one", 3);
+    assert_true(T.srv_rx[1].binary);
+    assert_int_equal(T.srv_rx[1].len, 16 + sizeof(opus_small));
+    assert_memory_equal(T.srv_rx[1].data + 16, opus_small, sizeof(opus_small));
+    assert_int_equal(T.srv_rx[2].len, 5);
+    assert_memory_equal(T.srv_rx[2].data, "three", 5);
+    assert_int_equal(T.srv_close_code, 1000);
+    teardown_all();
+    assert_int_equal(T.closes, 1);
+}
+
+static void test_close_while_connecting(void **state)
+{
+    struct gw_backend_ws_stats st;
+
+    (void)state;
+    for (int by_shutdown = 0; by_shutdown < 2; by_shutdown++) {
+        setup(NULL);
+        raw_start(RAW_SILENT);
+        client_init(NULL);
+        snprintf(T.url, sizeof(T.url), "ws://127.0.0.1:%d/", T.raw_port);
+        client_open();
+        /* Queued while connecting; dropped with the connection. */
+        assert_int_equal(gw_backend_conn_send_text(T.conn, "x", 1), 0);
+        RUN_UNTIL(T.raw_req_done);
+        if (by_shutdown) {
+            teardown_all(); /* asserts one on_close */
+        } else {
+            gw_backend_conn_close(T.conn);
+            assert_int_equal(T.closes, 0);
+            RUN_UNTIL(T.closes == 1);
+            get_stats(&st);
+            assert_int_equal(st.connect_errors, 0);
+            assert_int_equal(st.live, 0);
+            teardown_all();
+        }
+        assert_int_equal(T.opens, 0);
+        assert_int_equal(T.closes, 1);
+        assert_string_equal(T.reason, "closed by gateway");
+    }
+}
+
+/* ---- connecting ------------------------------------------------------- */
+
+static void test_connect_refused(void **state)
+{
+    struct gw_backend_ws_stats st;
+
+    (void)state;
+    setup(NULL);
+    client_init(NULL);
+    snprintf(T.url, sizeof(T.url), "ws://127.0.0.1:%d/", free_port());
+    client_open();
+    RUN_UNTIL(T.closes == 1);
+    assert_int_equal(strncmp(T.reason, "connect failed", 14), 0);
+    assert_int_equal(T.opens, 0);
+    get_stats(&st);
+    assert_int_equal(st.connect_errors, 1);
+    assert_int_equal(st.connects, 0);
+    teardown_all();
+}
+
+static void test_upgrade_refused(void **state)
+{
+    (void)state;
+    setup(NULL);
+    raw_start(RAW_REFUSE);
+    client_init(NULL);
+    snprintf(T.url, sizeof(T.url), "ws://127.0.0.1:%d/", T.raw_port);
+    client_open();
+    RUN_UNTIL(T.closes == 1);
+    assert_int_equal(strncmp(T.reason, "connect failed", 14), 0);
+    assert_non_null(strstr(T.reason, "(HTTP 401)"));
+    teardown_all();
+}
+
+static void test_connect_timeout(void **state)
+{
+    struct gw_backend_ws_stats st;
+    uint64_t started;
+
+    (void)state;
+    setup(NULL);
+    raw_start(RAW_SILENT);
+    client_init(NULL);
+    snprintf(T.url, sizeof(T.url), "ws://127.0.0.1:%d/", T.raw_port);
+    T.be.connect_timeout_ms = 200;
+    started = uv_now(&T.loop);
+    client_open();
+    RUN_UNTIL(T.closes == 1);
+    assert_string_equal(T.reason, "connect timeout");
+    assert_true(T.raw_req_done); /* it did get as far as the upgrade */
+    assert_true(uv_now(&T.loop) - started >= 200);
+    get_stats(&st);
+    assert_int_equal(st.connect_errors, 1);
+    teardown_all();
+}
+
+/* ---- TLS -------------------------------------------------------------- */
+
+#define NO_ISSUER "connect failed: certificate: unable to get local issuer"
+
+struct tls_case {
+    const char *cert;       /* the server's */
+    const char *host;       /* in the url */
+    const char *init_ca;    /* gw_backend_ws_init's ca_file */
+    const char *backend_ca; /* the backend's own ca_file */
+    const char *fails;      /* NULL: it opens; else how on_close begins */
+};
+
+static const struct tls_case tls_cases[] = {
+    {"good", "localhost", "ca.crt", NULL, NULL},
+    {"good", "127.0.0.1", "ca.crt", NULL, NULL},
+    {"good", "localhost", NULL, "ca.crt", NULL},
+    {"good", "localhost", NULL, NULL, NO_ISSUER}, /* not a system CA */
+    {"wrong", "localhost", "ca.crt", NULL,
+     "connect failed: certificate: hostname mismatch"},
+    {"rogue", "localhost", "ca.crt", NULL, NO_ISSUER}, /* unknown CA */
+    {"rogue", "127.0.0.1", NULL, "ca.crt", NO_ISSUER},
+};
+
+static void test_tls(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(tls_cases) / sizeof(tls_cases[0]); i++) {
+        const struct tls_case *c = &tls_cases[i];
+
+        setup(NULL);
+        srv_start(c->cert);
+        client_init(c->init_ca != NULL ? cert_path(c->init_ca) : NULL);
+        if (c->backend_ca != NULL) {
+            T.be.ca_file = cert_path(c->backend_ca);
+        }
+        snprintf(T.url, sizeof(T.url), "wss://%s:%d/xiaozhi/v1/", c->host,
+                 T.srv_port);
+        script(LWS_WRITE_TEXT, hello_down, strlen(hello_down));
+        T.on_open_hook = send_hello;
+        client_open();
+        if (c->fails == NULL) {
+            RUN_UNTIL(T.n_rx == 1 && T.n_srv_rx == 1);
+            assert_memory_equal(T.srv_rx[0].data, hello_up, strlen(hello_up));
+        } else {
+            RUN_UNTIL(T.closes == 1);
+            if (strncmp(T.reason, c->fails, strlen(c->fails)) != 0) {
+                fail_msg("case %zu: %s", i, T.reason);
+            }
+            assert_int_equal(T.opens, 0);
+            assert_int_equal(T.srv_established, 0);
+            RUN_UNTIL(T.srv_wsi_live == 0);
+        }
+        teardown_all();
+    }
+}
+
+/* ---- limits and arguments --------------------------------------------- */
+
+static char chunk_100k[100000];
+
+static void test_queue_limits(void **state)
+{
+    struct gw_backend_ws_stats st;
+    uint8_t opus_big[GW_AUDIO_FRAME_MAX_PAYLOAD + 1] = {0};
+
+    (void)state;
+    setup(NULL);
+    client_init(NULL);
+    /* Nothing listens: every send below happens before the refusal. */
+    snprintf(T.url, sizeof(T.url), "ws://127.0.0.1:%d/", free_port());
+    client_open();
+    for (int i = 0; i < 256; i++) {
+        assert_int_equal(gw_backend_conn_send_text(T.conn, "x", 1), 0);
+    }
+    assert_int_equal(gw_backend_conn_send_text(T.conn, "x", 1), GW_ELIMIT);
+    assert_int_equal(
+        gw_backend_conn_send_audio(T.conn, 0, opus_small, sizeof(opus_small)),
+        GW_ELIMIT);
+    assert_int_equal(
+        gw_backend_conn_send_audio(T.conn, 0, opus_big, sizeof(opus_big)),
+        GW_ETOOBIG);
+    get_stats(&st);
+    assert_int_equal(st.tx_dropped, 2);
+    gw_backend_conn_close(T.conn);
+    RUN_UNTIL(T.closes == 1);
+
+    /* The byte bound: ten 100 kB messages fit in 1 MiB, an eleventh not. */
+    assert_int_equal(
+        gw_backend_conn_open(T.bws, &T.params, &events, &T, &T.conn), 0);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(
+            gw_backend_conn_send_text(T.conn, chunk_100k, sizeof(chunk_100k)),
+            0);
+    }
+    assert_int_equal(
+        gw_backend_conn_send_text(T.conn, chunk_100k, sizeof(chunk_100k)),
+        GW_ELIMIT);
+    teardown_all();
+    assert_int_equal(T.closes, 2);
+}
+
+static void test_open_refuses(void **state)
+{
+    static const char *const bad_urls[] = {
+        "http://127.0.0.1/", "ws://",         "ws:///path",  "ws://:80/",
+        "ws://h:0/",         "ws://h:65536/", "ws://h:12a/", "ws://h:/",
+        "ws://user@h/",      "ws://h/pa th",  "ws://h/\x01", "ws://[::1/",
+        "ws://[::1]x/",      "wss//h/",       "WS://h/",
+    };
+    struct gw_backend_conn *conn = NULL;
+
+    (void)state;
+    setup(NULL);
+    client_init(NULL);
+    for (size_t i = 0; i < sizeof(bad_urls) / sizeof(bad_urls[0]); i++) {
+        T.be.url = (char *)bad_urls[i];
+        if (gw_backend_conn_open(T.bws, &T.params, &events, &T, &conn) !=
+            GW_EINVAL) {
+            fail_msg("accepted %s", bad_urls[i]);
+        }
+    }
+    T.be.url = "ws://127.0.0.1:1/";
+    T.params.device_id = "aa:bb\r\nx-evil: 1";
+    assert_int_equal(gw_backend_conn_open(T.bws, &T.params, &events, &T, &conn),
+                     GW_EINVAL);
+    T.params.device_id = "";
+    assert_int_equal(gw_backend_conn_open(T.bws, &T.params, &events, &T, &conn),
+                     GW_EINVAL);
+    T.params.device_id = MAC;
+    T.params.forwarded_for = "1.2.3.4\n";
+    assert_int_equal(gw_backend_conn_open(T.bws, &T.params, &events, &T, &conn),
+                     GW_EINVAL);
+    T.params.forwarded_for = NULL;
+    T.be.auth.scheme = GW_AUTH_BEARER; /* with an empty token */
+    assert_int_equal(gw_backend_conn_open(T.bws, &T.params, &events, &T, &conn),
+                     GW_EINVAL);
+    T.be.auth.scheme = GW_AUTH_XIAOZHI_HMAC; /* with an empty secret */
+    assert_int_equal(gw_backend_conn_open(T.bws, &T.params, &events, &T, &conn),
+                     GW_EINVAL);
+    assert_null(conn);
+    assert_int_equal(T.opens + T.closes, 0);
+    teardown_all();
+    assert_int_equal(T.opens + T.closes, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_upgrade_request),
+        cmocka_unit_test(test_text_both_ways),
+        cmocka_unit_test(test_audio_framings),
+        cmocka_unit_test(test_fragmented),
+        cmocka_unit_test(test_message_too_big),
+        cmocka_unit_test(test_backend_closes),
+        cmocka_unit_test(test_gateway_close_flushes),
+        cmocka_unit_test(test_close_while_connecting),
+        cmocka_unit_test(test_connect_refused),
+        cmocka_unit_test(test_upgrade_refused),
+        cmocka_unit_test(test_connect_timeout),
+        cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_queue_limits),
+        cmocka_unit_test(test_open_refuses),
+    };
+
+    if (getenv("GW_TEST_FILTER") != NULL) { /* e.g. "test_tls" */
+        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
+    }
+    gw_log_set_level(GW_LOG_ERROR); /* lws's own warnings are expected */
+    return cmocka_run_group_tests(tests, make_certs, remove_certs);
+}

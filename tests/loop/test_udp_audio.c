@@ -1,0 +1,1007 @@
+/*
+ * The UDP audio socket on a real loop: fake devices on 127.0.0.1 build and
+ * check packets the way the firmware does, with real Opus from libopus.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <opus.h>
+#include <uv.h>
+
+#include "codec/udp_header.h"
+#include "crypto/aes_ctr.h"
+#include "crypto/session_keys.h"
+#include "gateway/udp_audio.h"
+
+#define NPKT      120  /* Opus packets encoded once for every test */
+#define MAXRX     160  /* datagrams a fake device keeps */
+#define MAXUP     160  /* uplink packets the fake session keeps */
+#define FRAME_MS  60   /* the firmware's uplink frame */
+#define WAIT_MS   5000 /* bound of every wait but the paced ones */
+#define DEVICE_Q  40   /* the firmware's decode queue, in packets */
+#define DGRAM_MAX 1500
+
+/* 60 ms of 16 kHz mono Opus, as the device encodes it. */
+static uint8_t opus_pkt[NPKT][1276];
+static size_t opus_len[NPKT];
+
+/* A fake device: one UDP socket, the hello's key and nonce, firmware checks. */
+struct device {
+    uv_udp_t sock;
+    struct gw_aes_ctr *aes;
+    uint8_t nonce[GW_SESSION_KEYS_NONCE_LEN];
+    uint32_t tx_seq;              /* last uplink sequence sent */
+    uint32_t rx_last;             /* last downlink sequence accepted */
+    size_t rx_count;              /* downlink accepted */
+    size_t rx_bad;                /* downlink the firmware would drop */
+    uint8_t rx[MAXRX][DGRAM_MAX]; /* decrypted payloads */
+    size_t rx_len[MAXRX];
+    uint32_t rx_seq[MAXRX];
+    uint32_t rx_ts[MAXRX];
+    uint64_t rx_ns[MAXRX];         /* uv_hrtime() at arrival */
+    uint8_t last_dgram[DGRAM_MAX]; /* last uplink datagram sent */
+    size_t last_dgram_len;
+    uint8_t scratch[65536];
+};
+
+struct fixture {
+    uv_loop_t loop;
+    struct gw_udp_audio *ua;
+    struct sockaddr_in gw;   /* the gateway's socket */
+    struct gw_udp_peer peer; /* the session's UDP state */
+    uint32_t ssrc;
+    uint8_t key[16];
+    struct device dev[2]; /* the device, and a forger or its new port */
+    uv_timer_t fail_timer;
+    uv_timer_t send_timer; /* paces a device's uplink */
+    uv_check_t check;      /* with prepare: tests done() every turn */
+    uv_prepare_t prepare;  /* also sees what close callbacks did */
+    bool (*done)(struct fixture *f);
+    size_t want;
+    bool timed_out;
+    bool closed;
+    bool close_in_audio; /* on_audio stops the peer and closes ua */
+    size_t paced_left;   /* packets send_timer still sends */
+    size_t paced_next;   /* index of the next of them */
+    size_t up_count;     /* uplink handed to the session */
+    uint8_t up[MAXUP][DGRAM_MAX];
+    size_t up_len[MAXUP];
+    uint32_t up_ts[MAXUP];
+};
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+           p[3];
+}
+
+/* Deterministic noise for forged payloads. */
+static uint32_t rng_state = 0x12345678;
+
+static uint32_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 17;
+    rng_state ^= rng_state << 5;
+    return rng_state;
+}
+
+static struct gw_udp_audio_stats stats(struct fixture *f)
+{
+    struct gw_udp_audio_stats s;
+
+    gw_udp_audio_get_stats(f->ua, &s);
+    return s;
+}
+
+/* ---- the device side, as the firmware does it ---- */
+
+static void device_hello(struct device *d, uint32_t ssrc, const uint8_t *key)
+{
+    gw_session_keys_nonce(ssrc, d->nonce);
+    assert_int_equal(gw_aes_ctr_set_key(d->aes, key), 0);
+    d->tx_seq = 0;
+    d->rx_last = 0;
+}
+
+/* Header = the nonce with length, timestamp and sequence written over. */
+static size_t device_build(struct device *d, uint8_t *out, uint32_t seq,
+                           uint32_t ts, const uint8_t *opus, size_t len)
+{
+    memcpy(out, d->nonce, GW_UDP_HEADER_LEN);
+    put16(out + 2, (uint16_t)len);
+    put32(out + 8, ts);
+    put32(out + 12, seq);
+    assert_int_equal(
+        gw_aes_ctr_apply(d->aes, out, opus, out + GW_UDP_HEADER_LEN, len), 0);
+    return GW_UDP_HEADER_LEN + len;
+}
+
+static void device_send_raw(struct fixture *f, struct device *d,
+                            const uint8_t *buf, size_t len)
+{
+    uv_buf_t b = uv_buf_init((char *)buf, (unsigned)len);
+
+    assert_int_equal(
+        uv_udp_try_send(&d->sock, &b, 1, (const struct sockaddr *)&f->gw),
+        (int)len);
+}
+
+/* Sends Opus packet k with the next sequence. */
+static void device_send(struct fixture *f, struct device *d, size_t k,
+                        uint32_t ts)
+{
+    d->last_dgram_len = device_build(d, d->last_dgram, ++d->tx_seq, ts,
+                                     opus_pkt[k], opus_len[k]);
+    device_send_raw(f, d, d->last_dgram, d->last_dgram_len);
+}
+
+/* The firmware's receive checks (v2.4), in its order. */
+static void device_receive(struct device *d, uint8_t *buf, size_t len)
+{
+    size_t n;
+    uint32_t seq;
+
+    if (len < GW_UDP_HEADER_LEN || buf[0] != 0x01 ||
+        GW_UDP_HEADER_LEN + ((size_t)buf[2] << 8 | buf[3]) != len) {
+        d->rx_bad++;
+        return;
+    }
+    seq = get32(buf + 12);
+    if (seq <= d->rx_last || d->rx_count >= MAXRX) {
+        d->rx_bad++;
+        return;
+    }
+    n = d->rx_count;
+    if (gw_aes_ctr_apply(d->aes, buf, buf + GW_UDP_HEADER_LEN, d->rx[n],
+                         len - GW_UDP_HEADER_LEN) != 0) {
+        d->rx_bad++;
+        return;
+    }
+    d->rx_last = seq;
+    d->rx_len[n] = len - GW_UDP_HEADER_LEN;
+    d->rx_seq[n] = seq;
+    d->rx_ts[n] = get32(buf + 8);
+    d->rx_ns[n] = uv_hrtime();
+    d->rx_count++;
+}
+
+static void on_device_alloc(uv_handle_t *handle, size_t size, uv_buf_t *buf)
+{
+    struct device *d = handle->data;
+
+    (void)size;
+    *buf = uv_buf_init((char *)d->scratch, sizeof(d->scratch));
+}
+
+static void on_device_recv(uv_udp_t *handle, ssize_t nread, const uv_buf_t *buf,
+                           const struct sockaddr *addr, unsigned flags)
+{
+    (void)flags;
+    if (nread < 0 || addr == NULL) {
+        return;
+    }
+    device_receive(handle->data, (uint8_t *)buf->base, (size_t)nread);
+}
+
+static void device_open(struct fixture *f, struct device *d)
+{
+    struct sockaddr_in any;
+
+    assert_int_equal(gw_aes_ctr_create(&d->aes), 0);
+    assert_int_equal(uv_udp_init(&f->loop, &d->sock), 0);
+    d->sock.data = d;
+    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &any), 0);
+    assert_int_equal(uv_udp_bind(&d->sock, (struct sockaddr *)&any, 0), 0);
+    assert_int_equal(
+        uv_udp_recv_start(&d->sock, on_device_alloc, on_device_recv), 0);
+}
+
+/* ---- the gateway side and the loop ---- */
+
+static void on_audio(struct gw_udp_peer *peer, uint32_t ts, const uint8_t *opus,
+                     size_t len, void *owner)
+{
+    struct fixture *f = owner;
+
+    if (f->up_count < MAXUP) {
+        memcpy(f->up[f->up_count], opus, len);
+        f->up_len[f->up_count] = len;
+        f->up_ts[f->up_count] = ts;
+    }
+    f->up_count++;
+    if (f->close_in_audio) {
+        gw_udp_peer_stop(peer);
+        gw_udp_audio_close(f->ua, NULL, NULL);
+        f->ua = NULL;
+    }
+}
+
+static void on_ua_closed(struct gw_udp_audio *ua, void *arg)
+{
+    struct fixture *f = arg;
+
+    (void)ua;
+    f->closed = true;
+}
+
+static void on_fail_timer(uv_timer_t *t)
+{
+    struct fixture *f = t->data;
+
+    f->timed_out = true;
+    uv_stop(&f->loop);
+}
+
+static void check_done(struct fixture *f)
+{
+    if (f->done != NULL && f->done(f)) {
+        uv_stop(&f->loop);
+    }
+}
+
+static void on_check(uv_check_t *c)
+{
+    check_done(c->data);
+}
+
+static void on_prepare(uv_prepare_t *p)
+{
+    check_done(p->data);
+}
+
+/* Runs the loop until done(f) or timeout_ms; false on timeout. */
+static bool run_until(struct fixture *f, bool (*done)(struct fixture *),
+                      size_t want, uint64_t timeout_ms)
+{
+    f->done = done;
+    f->want = want;
+    f->timed_out = false;
+    if (!done(f)) {
+        uv_timer_start(&f->fail_timer, on_fail_timer, timeout_ms, 0);
+        uv_check_start(&f->check, on_check);
+        uv_prepare_start(&f->prepare, on_prepare);
+        uv_run(&f->loop, UV_RUN_DEFAULT);
+        uv_prepare_stop(&f->prepare);
+        uv_check_stop(&f->check);
+        uv_timer_stop(&f->fail_timer);
+    }
+    f->done = NULL;
+    return !f->timed_out && done(f);
+}
+
+static bool got_uplink(struct fixture *f)
+{
+    return f->up_count >= f->want;
+}
+
+static bool got_datagrams(struct fixture *f)
+{
+    return stats(f).rx_packets >= f->want;
+}
+
+static bool dev0_received(struct fixture *f)
+{
+    return f->dev[0].rx_count >= f->want;
+}
+
+static bool dev1_received(struct fixture *f)
+{
+    return f->dev[1].rx_count >= f->want;
+}
+
+static bool ua_closed(struct fixture *f)
+{
+    return f->closed;
+}
+
+static struct fixture *fixture_new(size_t queue_bytes)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    struct gw_udp_audio_options opts = {
+        .bind_host = "127.0.0.1",
+        .port = 0,
+        .on_audio = on_audio,
+        .queue_bytes = queue_bytes,
+    };
+
+    assert_non_null(f);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    uv_timer_init(&f->loop, &f->fail_timer);
+    uv_timer_init(&f->loop, &f->send_timer);
+    uv_check_init(&f->loop, &f->check);
+    uv_prepare_init(&f->loop, &f->prepare);
+    f->fail_timer.data = f;
+    f->send_timer.data = f;
+    f->check.data = f;
+    f->prepare.data = f;
+    assert_int_equal(gw_udp_audio_init(&f->loop, &opts, &f->ua), 0);
+    assert_true(gw_udp_audio_port(f->ua) > 0);
+    assert_int_equal(uv_ip4_addr("127.0.0.1", gw_udp_audio_port(f->ua), &f->gw),
+                     0);
+    device_open(f, &f->dev[0]);
+    device_open(f, &f->dev[1]);
+    assert_int_equal(gw_session_keys_random_key(f->key), 0);
+    assert_int_equal(
+        gw_session_keys_unique_ssrc(&f->ssrc, gw_udp_audio_ssrc_in_use, f->ua),
+        0);
+    assert_int_equal(
+        gw_udp_peer_start(f->ua, &f->peer, f->ssrc, f->key, FRAME_MS, f), 0);
+    device_hello(&f->dev[0], f->ssrc, f->key);
+    device_hello(&f->dev[1], f->ssrc, f->key);
+    return f;
+}
+
+/* Stop, then close: every handle must be gone (uv_loop_close() == 0). */
+static void fixture_free(struct fixture *f)
+{
+    if (f->ua != NULL) {
+        gw_udp_peer_stop(&f->peer);
+        gw_udp_audio_close(f->ua, on_ua_closed, f);
+        f->ua = NULL;
+    }
+    uv_close((uv_handle_t *)&f->dev[0].sock, NULL);
+    uv_close((uv_handle_t *)&f->dev[1].sock, NULL);
+    uv_close((uv_handle_t *)&f->fail_timer, NULL);
+    uv_close((uv_handle_t *)&f->send_timer, NULL);
+    uv_close((uv_handle_t *)&f->check, NULL);
+    uv_close((uv_handle_t *)&f->prepare, NULL);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    gw_aes_ctr_destroy(f->dev[0].aes);
+    gw_aes_ctr_destroy(f->dev[1].aes);
+    free(f);
+}
+
+/* Sends nothing that it must not: the device saw only good datagrams. */
+static void assert_downlink_matches(const struct device *d, size_t first_pkt,
+                                    uint32_t first_seq, uint32_t first_ts)
+{
+    size_t i;
+
+    assert_int_equal(d->rx_bad, 0);
+    for (i = 0; i < d->rx_count; i++) {
+        assert_int_equal(d->rx_seq[i], first_seq + i);
+        assert_int_equal(d->rx_ts[i], first_ts + i);
+        assert_int_equal(d->rx_len[i], opus_len[first_pkt + i]);
+        assert_memory_equal(d->rx[i], opus_pkt[first_pkt + i], d->rx_len[i]);
+    }
+}
+
+/* ---- uplink ---- */
+
+static void test_uplink_bit_exact(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    struct gw_udp_audio_stats s;
+    size_t k, n = 40; /* packets 20..29 are DTX: one byte */
+
+    (void)state;
+    assert_int_equal(opus_len[25], 1);
+    for (k = 0; k < n; k++) {
+        device_send(f, &f->dev[0], k, (uint32_t)(k * FRAME_MS));
+    }
+    assert_true(run_until(f, got_uplink, n, WAIT_MS));
+    for (k = 0; k < n; k++) {
+        assert_int_equal(f->up_len[k], opus_len[k]);
+        assert_memory_equal(f->up[k], opus_pkt[k], opus_len[k]);
+        assert_int_equal(f->up_ts[k], k * FRAME_MS);
+    }
+    s = stats(f);
+    assert_int_equal(s.rx_packets, n);
+    assert_int_equal(s.rx_audio, n);
+    for (k = 0; k < GW_UDP_DROP_COUNT_; k++) {
+        assert_int_equal(s.drops[k], 0);
+    }
+    assert_true(gw_udp_peer_has_address(&f->peer));
+    assert_true(gw_udp_peer_idle_ms(&f->peer) < WAIT_MS);
+    fixture_free(f);
+}
+
+static void test_replay_dropped(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    uint8_t dg[6][DGRAM_MAX];
+    size_t len[6];
+    struct device *d = &f->dev[0];
+    uint32_t k;
+
+    (void)state;
+    for (k = 0; k < 6; k++) { /* sequences 0..5 */
+        len[k] = device_build(d, dg[k], k, 0, opus_pkt[k], opus_len[k]);
+    }
+    /* 1 2 3, duplicates of 2 and 3, sequence 0, then 5, then a late 4. */
+    device_send_raw(f, d, dg[1], len[1]);
+    device_send_raw(f, d, dg[2], len[2]);
+    device_send_raw(f, d, dg[3], len[3]);
+    device_send_raw(f, d, dg[2], len[2]);
+    device_send_raw(f, d, dg[3], len[3]);
+    device_send_raw(f, d, dg[0], len[0]);
+    device_send_raw(f, d, dg[5], len[5]);
+    device_send_raw(f, d, dg[4], len[4]);
+    assert_true(run_until(f, got_datagrams, 8, WAIT_MS));
+    assert_int_equal(f->up_count, 4);
+    assert_memory_equal(f->up[0], opus_pkt[1], opus_len[1]);
+    assert_memory_equal(f->up[2], opus_pkt[3], opus_len[3]);
+    assert_memory_equal(f->up[3], opus_pkt[5], opus_len[5]);
+    assert_int_equal(stats(f).drops[GW_UDP_DROP_REPLAY], 4);
+    fixture_free(f);
+}
+
+struct bad_case {
+    const char *name;
+    enum gw_udp_drop reason;
+};
+
+/* Builds the datagram of malformed case i; returns its length. */
+static size_t build_bad(struct fixture *f, size_t i, uint8_t *out)
+{
+    struct device *d = &f->dev[0];
+    static const uint8_t not_opus[2] = {0x03, 0x00}; /* code 3, 0 frames */
+    size_t len;
+
+    switch (i) {
+    case 0: /* short */
+        memcpy(out, d->nonce, 10);
+        return 10;
+    case 1: /* empty datagram */
+        return 0;
+    case 2: /* wrong type */
+        len = device_build(d, out, 10, 0, opus_pkt[0], opus_len[0]);
+        out[0] = 0x02;
+        return len;
+    case 3: /* payload_len over the datagram */
+        len = device_build(d, out, 11, 0, opus_pkt[0], opus_len[0]);
+        put16(out + 2, (uint16_t)(opus_len[0] + 1));
+        return len;
+    case 4: /* a trailing byte */
+        len = device_build(d, out, 12, 0, opus_pkt[0], opus_len[0]);
+        out[len] = 0;
+        return len + 1;
+    case 5: /* over 1484 bytes */
+        memset(out, 0x55, 16 + 1485);
+        memcpy(out, d->nonce, GW_UDP_HEADER_LEN);
+        put16(out + 2, 1485);
+        put32(out + 12, 13);
+        return 16 + 1485;
+    case 6: /* an ssrc no session has */
+        len = device_build(d, out, 14, 0, opus_pkt[0], opus_len[0]);
+        put32(out + 4, f->ssrc + 1);
+        return len;
+    case 7: /* sequence 0 */
+        return device_build(d, out, 0, 0, opus_pkt[0], opus_len[0]);
+    case 8: /* empty payload, far ahead */
+        return device_build(d, out, 50, 0, NULL, 0);
+    case 9: /* decrypts to something that is not Opus, far ahead */
+        return device_build(d, out, 60, 0, not_opus, sizeof(not_opus));
+    default: /* one byte of garbage Opus framing: code 1, odd length */
+        out[16] = 0x01;
+        return device_build(d, out, 70, 0, (const uint8_t[]){0x01, 0xaa}, 2);
+    }
+}
+
+static void test_malformed_counted(void **state)
+{
+    static const struct bad_case cases[] = {
+        {"short", GW_UDP_DROP_SHORT},
+        {"empty datagram", GW_UDP_DROP_SHORT},
+        {"wrong type", GW_UDP_DROP_TYPE},
+        {"length over datagram", GW_UDP_DROP_LENGTH},
+        {"trailing byte", GW_UDP_DROP_LENGTH},
+        {"payload too big", GW_UDP_DROP_TOOBIG},
+        {"unknown ssrc", GW_UDP_DROP_UNKNOWN},
+        {"sequence zero", GW_UDP_DROP_REPLAY},
+        {"empty payload", GW_UDP_DROP_EMPTY},
+        {"not opus", GW_UDP_DROP_OPUS},
+        {"odd code 1", GW_UDP_DROP_OPUS},
+    };
+    size_t n = sizeof(cases) / sizeof(cases[0]);
+    struct fixture *f = fixture_new(0);
+    uint64_t expect[GW_UDP_DROP_COUNT_] = {0};
+    uint8_t buf[2048];
+    struct gw_udp_audio_stats s;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < n; i++) {
+        size_t len = build_bad(f, i, buf);
+        device_send_raw(f, &f->dev[0], buf, len);
+        assert_true(run_until(f, got_datagrams, i + 1, WAIT_MS));
+        expect[cases[i].reason]++;
+        s = stats(f);
+        if (memcmp(s.drops, expect, sizeof(expect)) != 0) {
+            fail_msg("case \"%s\" was not counted as %s", cases[i].name,
+                     gw_udp_drop_name(cases[i].reason));
+        }
+    }
+    /* None of them moved the session: sequence 1 is still welcome, from
+     * a device whose address nothing above could teach. */
+    assert_false(gw_udp_peer_has_address(&f->peer));
+    f->dev[0].tx_seq = 0;
+    device_send(f, &f->dev[0], 0, 0);
+    assert_true(run_until(f, got_uplink, 1, WAIT_MS));
+    assert_int_equal(stats(f).rx_audio, 1);
+    fixture_free(f);
+}
+
+/* ---- the address rules ---- */
+
+/* A forger with the ssrc, and even with the key, cannot take the downlink. */
+static void test_forged_address_ignored(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    struct device *dev = &f->dev[0], *forger = &f->dev[1];
+    uint8_t dg[DGRAM_MAX], noise[100];
+    struct gw_udp_audio_stats s;
+    size_t k, i, sent = 0;
+
+    (void)state;
+    for (k = 0; k < 3; k++) {
+        device_send(f, dev, k, 0);
+    }
+    sent += 3;
+    assert_true(run_until(f, got_uplink, 3, WAIT_MS));
+    /* Right ssrc, noise for a payload. */
+    for (i = 0; i < 10; i++) {
+        for (k = 0; k < sizeof(noise); k++) {
+            noise[k] = (uint8_t)rng();
+        }
+        memcpy(dg, dev->nonce, GW_UDP_HEADER_LEN);
+        put16(dg + 2, sizeof(noise));
+        put32(dg + 12, 100 + (uint32_t)i);
+        memcpy(dg + GW_UDP_HEADER_LEN, noise, sizeof(noise));
+        device_send_raw(f, forger, dg, GW_UDP_HEADER_LEN + sizeof(noise));
+    }
+    /* One packet that is genuine Opus under the real key. */
+    forger->tx_seq = 199;
+    device_send(f, forger, 40, 0);
+    sent += 11;
+    /* Copies of the device's own packets, each arriving first. */
+    for (k = 3; k < 13; k++) {
+        dev->last_dgram_len = device_build(dev, dev->last_dgram, ++dev->tx_seq,
+                                           0, opus_pkt[k], opus_len[k]);
+        device_send_raw(f, forger, dev->last_dgram, dev->last_dgram_len);
+        device_send_raw(f, dev, dev->last_dgram, dev->last_dgram_len);
+    }
+    sent += 20;
+    /* The next four sequences, valid, in a burst while the device is quiet. */
+    forger->tx_seq = dev->tx_seq;
+    for (k = 0; k < GW_UDP_MOVE_PACKETS; k++) {
+        device_send(f, forger, 41 + k, 0);
+    }
+    sent += GW_UDP_MOVE_PACKETS;
+    assert_true(run_until(f, got_datagrams, sent, WAIT_MS));
+    s = stats(f);
+    assert_int_equal(s.address_moves, 0);
+    assert_int_equal(f->up_count, 13);
+    for (k = 0; k < 13; k++) {
+        assert_memory_equal(f->up[k], opus_pkt[k], opus_len[k]);
+    }
+    assert_true(s.drops[GW_UDP_DROP_OPUS] <= 10); /* only noise fails it */
+    assert_true(s.drops[GW_UDP_DROP_ADDRESS] >= 1 + 10 + GW_UDP_MOVE_PACKETS);
+    assert_int_equal(s.drops[GW_UDP_DROP_OPUS] + s.drops[GW_UDP_DROP_ADDRESS],
+                     10 + 1 + 10 + GW_UDP_MOVE_PACKETS);
+    /* The device's sequence was not disturbed: its next one is accepted. */
+    device_send(f, dev, 13, 0);
+    assert_true(run_until(f, got_uplink, 14, WAIT_MS));
+    /* Downlink still reaches the device, not the forger. */
+    assert_int_equal(gw_udp_peer_send(&f->peer, 7, opus_pkt[0], opus_len[0]),
+                     0);
+    assert_true(run_until(f, dev0_received, 1, WAIT_MS));
+    assert_downlink_matches(dev, 0, 1, 7);
+    assert_int_equal(forger->rx_count + forger->rx_bad, 0);
+    fixture_free(f);
+}
+
+static void on_send_timer(uv_timer_t *t)
+{
+    struct fixture *f = t->data;
+
+    if (f->paced_left == 0) {
+        uv_timer_stop(t);
+        return;
+    }
+    device_send(f, &f->dev[1], f->paced_next++, 0);
+    f->paced_left--;
+}
+
+/* The device's socket changes port and keeps streaming in real time. */
+static void test_genuine_move(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    struct device *old = &f->dev[0], *moved = &f->dev[1];
+    struct gw_udp_audio_stats s;
+    size_t k;
+
+    (void)state;
+    for (k = 0; k < 5; k++) {
+        device_send(f, old, k, 0);
+    }
+    assert_true(run_until(f, got_uplink, 5, WAIT_MS));
+    moved->tx_seq = old->tx_seq;
+    f->paced_next = 5;
+    f->paced_left = 8;
+    uv_timer_start(&f->send_timer, on_send_timer, 0, FRAME_MS);
+    assert_true(run_until(f, got_datagrams, 13, WAIT_MS));
+    s = stats(f);
+    assert_int_equal(s.address_moves, 1);
+    /* Three held back while on trial, the fourth and the rest forwarded. */
+    assert_int_equal(s.drops[GW_UDP_DROP_ADDRESS], GW_UDP_MOVE_PACKETS - 1);
+    assert_int_equal(f->up_count, 13 - (GW_UDP_MOVE_PACKETS - 1));
+    assert_memory_equal(f->up[5], opus_pkt[5 + GW_UDP_MOVE_PACKETS - 1],
+                        opus_len[5 + GW_UDP_MOVE_PACKETS - 1]);
+    /* Downlink follows the device. */
+    assert_int_equal(gw_udp_peer_send(&f->peer, 0, opus_pkt[1], opus_len[1]),
+                     0);
+    assert_true(run_until(f, dev1_received, 1, WAIT_MS));
+    assert_downlink_matches(moved, 1, 1, 0);
+    assert_int_equal(old->rx_count, 0);
+    fixture_free(f);
+}
+
+/* ---- downlink ---- */
+
+static void test_downlink_sequence_and_restart(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    struct device *d = &f->dev[0];
+    uint32_t old_ssrc = f->ssrc;
+    uint8_t key2[16];
+    uint32_t ssrc2;
+    size_t k;
+
+    (void)state;
+    device_send(f, d, 0, 0);
+    assert_true(run_until(f, got_uplink, 1, WAIT_MS));
+    for (k = 0; k < 5; k++) {
+        assert_int_equal(gw_udp_peer_send(&f->peer, 1000 + (uint32_t)k,
+                                          opus_pkt[k], opus_len[k]),
+                         0);
+    }
+    assert_true(run_until(f, dev0_received, 5, WAIT_MS));
+    assert_downlink_matches(d, 0, 1, 1000);
+    /* A new hello on the same session: new key and ssrc, sequences from 1
+     * in both directions, and the address must be learned again. */
+    assert_int_equal(gw_session_keys_random_key(key2), 0);
+    assert_int_equal(
+        gw_session_keys_unique_ssrc(&ssrc2, gw_udp_audio_ssrc_in_use, f->ua),
+        0);
+    assert_int_equal(
+        gw_udp_peer_start(f->ua, &f->peer, ssrc2, key2, FRAME_MS, f), 0);
+    assert_false(gw_udp_audio_ssrc_in_use(old_ssrc, f->ua));
+    assert_true(gw_udp_audio_ssrc_in_use(ssrc2, f->ua));
+    assert_false(gw_udp_peer_has_address(&f->peer));
+    device_send(f, d, 1, 0); /* still under the old hello: unknown now */
+    device_hello(d, ssrc2, key2);
+    memset(d->rx_len, 0, sizeof(d->rx_len));
+    d->rx_count = 0;
+    device_send(f, d, 2, 0);
+    assert_true(run_until(f, got_uplink, 2, WAIT_MS));
+    assert_int_equal(stats(f).drops[GW_UDP_DROP_UNKNOWN], 1);
+    for (k = 0; k < 3; k++) {
+        assert_int_equal(gw_udp_peer_send(&f->peer, 2000 + (uint32_t)k,
+                                          opus_pkt[10 + k], opus_len[10 + k]),
+                         0);
+    }
+    assert_true(run_until(f, dev0_received, 3, WAIT_MS));
+    assert_downlink_matches(d, 10, 1, 2000);
+    /* Another session cannot take a live ssrc. */
+    {
+        struct gw_udp_peer other;
+        memset(&other, 0, sizeof(other));
+        assert_int_equal(
+            gw_udp_peer_start(f->ua, &other, ssrc2, key2, FRAME_MS, f),
+            GW_EEXIST);
+    }
+    fixture_free(f);
+}
+
+/*
+ * A backend that sends everything at once: by the device's arrival times,
+ * never more packets waiting than its queue holds, and about a pre-buffer.
+ */
+static void test_pacing_burst(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    struct device *d = &f->dev[0];
+    const size_t n = 100;
+    const uint64_t frame_ns = FRAME_MS * 1000000ull;
+    size_t k, max_queue = 0, min_before = n;
+    uint64_t span_ms;
+
+    (void)state;
+    device_send(f, d, 0, 0);
+    assert_true(run_until(f, got_uplink, 1, WAIT_MS));
+    for (k = 0; k < n; k++) {
+        assert_int_equal(
+            gw_udp_peer_send(&f->peer, (uint32_t)k, opus_pkt[k], opus_len[k]),
+            0);
+    }
+    assert_true(run_until(f, dev0_received, n, n * FRAME_MS + WAIT_MS));
+    assert_downlink_matches(d, 0, 1, 0);
+    for (k = 0; k < n; k++) {
+        /* The device plays from the first arrival, one frame per 60 ms. */
+        size_t played = (size_t)((d->rx_ns[k] - d->rx_ns[0]) / frame_ns);
+        size_t queued = k + 1 - played;
+        if (queued > max_queue) {
+            max_queue = queued;
+        }
+        /* After the pre-buffer: what the device still held. */
+        if (k > GW_UDP_PREBUFFER_MS / FRAME_MS && k - played < min_before) {
+            min_before = k - played;
+        }
+    }
+    span_ms = (d->rx_ns[n - 1] - d->rx_ns[0]) / 1000000;
+    print_message("pacing: max %zu queued, min %zu before arrival, %llu ms\n",
+                  max_queue, min_before, (unsigned long long)span_ms);
+    assert_true(max_queue <= DEVICE_Q);
+    assert_true(max_queue <= GW_UDP_PREBUFFER_MS / FRAME_MS + 3);
+    assert_true(max_queue >= GW_UDP_PREBUFFER_MS / FRAME_MS);
+    assert_true(min_before >= 2); /* it never came near running dry */
+    assert_true(span_ms >= (n * FRAME_MS - GW_UDP_PREBUFFER_MS) - FRAME_MS);
+    assert_int_equal(stats(f).tx_audio, n);
+    fixture_free(f);
+}
+
+static void test_queue_limits(void **state)
+{
+    struct fixture *f = fixture_new(2048);
+    struct gw_udp_peer idle;
+    struct gw_udp_audio_stats s;
+    uint8_t big[GW_UDP_MAX_PAYLOAD + 1];
+    size_t k, refused = 0, flushed;
+
+    (void)state;
+    memset(&idle, 0, sizeof(idle));
+    assert_int_equal(gw_udp_peer_send(&idle, 0, opus_pkt[0], opus_len[0]),
+                     GW_EINVAL);
+    device_send(f, &f->dev[0], 0, 0);
+    assert_true(run_until(f, got_uplink, 1, WAIT_MS));
+    for (k = 0; k < 50; k++) {
+        int err =
+            gw_udp_peer_send(&f->peer, (uint32_t)k, opus_pkt[k], opus_len[k]);
+        assert_true(err == 0 || err == GW_ELIMIT);
+        refused += err == GW_ELIMIT;
+    }
+    s = stats(f);
+    assert_true(refused > 0 && refused < 50);
+    assert_int_equal(s.drops[GW_UDP_DROP_QUEUE_FULL], refused);
+    memset(big, 0x58, sizeof(big));
+    assert_int_equal(gw_udp_peer_send(&f->peer, 0, big, sizeof(big)),
+                     GW_ETOOBIG);
+    assert_int_equal(gw_udp_peer_send(&f->peer, 0, big, 0), GW_EOPUS);
+    assert_int_equal(
+        gw_udp_peer_send(&f->peer, 0, (const uint8_t[]){0x03, 0x00}, 2),
+        GW_EOPUS);
+    assert_int_equal(stats(f).drops[GW_UDP_DROP_TX_INVALID], 3);
+    flushed = gw_udp_peer_flush(&f->peer);
+    assert_int_equal(flushed, 50 - refused - GW_UDP_PREBUFFER_MS / FRAME_MS);
+    assert_int_equal(stats(f).tx_flushed, flushed);
+    assert_int_equal(gw_udp_peer_flush(&f->peer), 0);
+    assert_true(
+        run_until(f, dev0_received, GW_UDP_PREBUFFER_MS / FRAME_MS, WAIT_MS));
+    assert_downlink_matches(&f->dev[0], 0, 1, 0);
+    /* After a flush the clock restarts: a new pre-buffer goes at once. */
+    assert_int_equal(gw_udp_peer_send(&f->peer, 0, opus_pkt[0], opus_len[0]),
+                     0);
+    assert_int_equal(stats(f).tx_audio, GW_UDP_PREBUFFER_MS / FRAME_MS + 1);
+    fixture_free(f);
+}
+
+/* A backend that tops up a small queue as it drains: the ring wraps. */
+static void on_refill_timer(uv_timer_t *t)
+{
+    struct fixture *f = t->data;
+
+    while (f->paced_left > 0) {
+        size_t k = f->paced_next;
+        int err =
+            gw_udp_peer_send(&f->peer, (uint32_t)k, opus_pkt[k], opus_len[k]);
+        if (err == GW_ELIMIT) {
+            return; /* full: this packet again next time */
+        }
+        assert_int_equal(err, 0);
+        f->paced_next++;
+        f->paced_left--;
+    }
+    uv_timer_stop(t);
+}
+
+static void test_queue_wraps(void **state)
+{
+    struct fixture *f = fixture_new(2048);
+    const size_t n = 48;
+
+    (void)state;
+    device_send(f, &f->dev[0], 0, 0);
+    assert_true(run_until(f, got_uplink, 1, WAIT_MS));
+    f->paced_next = 0;
+    f->paced_left = n;
+    uv_timer_start(&f->send_timer, on_refill_timer, 0, 25);
+    assert_true(run_until(f, dev0_received, n, n * FRAME_MS + WAIT_MS));
+    /* In order, every byte, no sequence lost to a refused packet. */
+    assert_downlink_matches(&f->dev[0], 0, 1, 0);
+    assert_true(stats(f).drops[GW_UDP_DROP_QUEUE_FULL] > 0);
+    fixture_free(f);
+}
+
+/* Downlink before the first uplink is held briefly, then paced out. */
+static void test_hold_until_address(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    const size_t fits = GW_UDP_HOLD_MS / FRAME_MS;
+    size_t k;
+
+    (void)state;
+    for (k = 0; k < fits + 4; k++) {
+        int err =
+            gw_udp_peer_send(&f->peer, (uint32_t)k, opus_pkt[k], opus_len[k]);
+        assert_int_equal(err, k < fits ? 0 : GW_ELIMIT);
+    }
+    assert_int_equal(stats(f).drops[GW_UDP_DROP_NO_ADDRESS], 4);
+    assert_int_equal(stats(f).tx_audio, 0);
+    device_send(f, &f->dev[0], 0, 0);
+    assert_true(run_until(f, dev0_received, fits, fits * FRAME_MS + WAIT_MS));
+    assert_downlink_matches(&f->dev[0], 0, 1, 0);
+    fixture_free(f);
+}
+
+/* ---- lifetime ---- */
+
+static void test_close_with_live_peer(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    size_t k;
+
+    (void)state;
+    device_send(f, &f->dev[0], 0, 0);
+    assert_true(run_until(f, got_uplink, 1, WAIT_MS));
+    for (k = 0; k < 20; k++) {
+        assert_int_equal(
+            gw_udp_peer_send(&f->peer, 0, opus_pkt[k], opus_len[k]), 0);
+    }
+    /* Closed under a started peer with queued audio: the peer is released
+     * and stopping it afterwards does nothing. */
+    gw_udp_audio_close(f->ua, on_ua_closed, f);
+    gw_udp_audio_close(f->ua, on_ua_closed, f); /* idempotent */
+    f->ua = NULL;
+    assert_true(run_until(f, ua_closed, 0, WAIT_MS));
+    gw_udp_peer_stop(&f->peer);
+    assert_false(gw_udp_peer_has_address(&f->peer));
+    assert_int_equal(gw_udp_peer_send(&f->peer, 0, opus_pkt[0], opus_len[0]),
+                     GW_EINVAL);
+    fixture_free(f);
+}
+
+/* on_audio may stop its peer and close the socket mid-batch. */
+static void test_close_inside_callback(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    size_t k;
+
+    (void)state;
+    f->close_in_audio = true;
+    for (k = 0; k < 8; k++) {
+        device_send(f, &f->dev[0], k, 0);
+    }
+    f->closed = false;
+    assert_true(run_until(f, got_uplink, 1, WAIT_MS));
+    /* Let the rest of the batch and the close run out. */
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    assert_int_equal(f->up_count, 1);
+    fixture_free(f);
+}
+
+static void test_init_errors(void **state)
+{
+    uv_loop_t loop;
+    struct gw_udp_audio *a = NULL, *b = NULL;
+    struct gw_udp_audio_options opts = {.bind_host = "127.0.0.1"};
+    size_t i, j;
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    opts.bind_host = "not-an-address";
+    assert_int_equal(gw_udp_audio_init(&loop, &opts, &a), GW_EINVAL);
+    opts.bind_host = "127.0.0.1";
+    opts.port = 70000;
+    assert_int_equal(gw_udp_audio_init(&loop, &opts, &a), GW_EINVAL);
+    opts.port = 0;
+    opts.queue_bytes = 100;
+    assert_int_equal(gw_udp_audio_init(&loop, &opts, &a), GW_EINVAL);
+    opts.queue_bytes = 0;
+    assert_int_equal(gw_udp_audio_init(&loop, &opts, &a), 0);
+    opts.port = gw_udp_audio_port(a);
+    assert_int_equal(gw_udp_audio_init(&loop, &opts, &b), UV_EADDRINUSE);
+    assert_null(b);
+    gw_udp_audio_close(a, NULL, NULL);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    /* Every reason has its own metric label. */
+    for (i = 0; i < GW_UDP_DROP_COUNT_; i++) {
+        assert_string_not_equal(gw_udp_drop_name(i), "?");
+        for (j = 0; j < i; j++) {
+            assert_string_not_equal(gw_udp_drop_name(i), gw_udp_drop_name(j));
+        }
+    }
+    assert_string_equal(gw_udp_drop_name(GW_UDP_DROP_COUNT_), "?");
+}
+
+/* 60 ms packets like the device's: tone and noise, with a silent stretch. */
+static int encode_packets(void **state)
+{
+    OpusEncoder *enc;
+    opus_int16 pcm[960];
+    uint32_t noise = 1;
+    int err;
+    size_t k, i;
+
+    (void)state;
+    enc = opus_encoder_create(16000, 1, OPUS_APPLICATION_AUDIO, &err);
+    if (enc == NULL) {
+        return -1;
+    }
+    opus_encoder_ctl(enc, OPUS_SET_COMPLEXITY(0));
+    opus_encoder_ctl(enc, OPUS_SET_DTX(1));
+    opus_encoder_ctl(enc, OPUS_SET_VBR(1));
+    for (k = 0; k < NPKT; k++) {
+        bool silent = k >= 20 && k < 30;
+        for (i = 0; i < 960; i++) {
+            /* A 500 Hz triangle wave plus noise keeps it out of DTX. */
+            int32_t phase = (int32_t)((k * 960 + i) % 32);
+            int32_t tri = (phase < 16 ? phase : 32 - phase) * 800 - 6400;
+            noise = noise * 1103515245u + 12345u;
+            pcm[i] =
+                silent ? 0 : (opus_int16)(tri + (int32_t)(noise >> 22) - 512);
+        }
+        err = opus_encode(enc, pcm, 960, opus_pkt[k], sizeof(opus_pkt[k]));
+        if (err < 1) {
+            opus_encoder_destroy(enc);
+            return -1;
+        }
+        opus_len[k] = (size_t)err;
+    }
+    opus_encoder_destroy(enc);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uplink_bit_exact),
+        cmocka_unit_test(test_replay_dropped),
+        cmocka_unit_test(test_malformed_counted),
+        cmocka_unit_test(test_forged_address_ignored),
+        cmocka_unit_test(test_genuine_move),
+        cmocka_unit_test(test_downlink_sequence_and_restart),
+        cmocka_unit_test(test_pacing_burst),
+        cmocka_unit_test(test_queue_limits),
+        cmocka_unit_test(test_queue_wraps),
+        cmocka_unit_test(test_hold_until_address),
+        cmocka_unit_test(test_close_with_live_peer),
+        cmocka_unit_test(test_close_inside_callback),
+        cmocka_unit_test(test_init_errors),
+    };
+
+    return cmocka_run_group_tests(tests, encode_packets, NULL);
+}

@@ -1,0 +1,281 @@
+/*
+ * The simulated device of hybridgw-sim: an MQTT+UDP client that behaves as
+ * xiaozhi-esp32 firmware 2.4 does, strict checks included, so that passing
+ * against it means passing against a device. Many share one libuv loop.
+ */
+#ifndef GW_SIM_DEVICE_H
+#define GW_SIM_DEVICE_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+#include <uv.h>
+
+#include "codec/udp_header.h"
+#include "gateway/error.h"
+
+/* The firmware's listening modes (the `mode` of listen start). */
+enum gw_sim_mode {
+    GW_SIM_MODE_AUTO,    /* server VAD ends turns; mic off while speaking */
+    GW_SIM_MODE_MANUAL,  /* push to talk: listen stop after the speech */
+    GW_SIM_MODE_REALTIME /* mic stays on while speaking (AEC builds) */
+};
+
+/* How the conversation ends once its turns are done. */
+enum gw_sim_end {
+    GW_SIM_END_GOODBYE, /* the device closes the channel with a goodbye */
+    GW_SIM_END_SERVER,  /* keep listening until the server says goodbye */
+    GW_SIM_END_NONE     /* drop the channel silently, as after a timeout */
+};
+
+/* Why a downlink datagram was not played; each has a counter. */
+enum gw_sim_drop {
+    GW_SIM_DROP_SHORT,  /* under 16 bytes */
+    GW_SIM_DROP_TYPE,   /* byte 0 != 0x01 */
+    GW_SIM_DROP_LENGTH, /* 16 + payload_len != datagram length */
+    GW_SIM_DROP_TOOBIG, /* payload over 1484 bytes */
+    GW_SIM_DROP_REPLAY, /* sequence <= last accepted (0 included) */
+    GW_SIM_DROP_IDLE,   /* valid, but not in speaking state */
+    GW_SIM_DROP_QUEUE,  /* decode queue (40 frames) full: not paced */
+    GW_SIM_DROP_OPUS,   /* decrypted payload is not decodable Opus */
+    GW_SIM_DROP_COUNT_
+};
+
+/* Short name of a drop reason ("replay", "queue"...), never NULL. */
+const char *gw_sim_drop_name(enum gw_sim_drop reason);
+
+/* True for the reasons a correct gateway never causes. */
+bool gw_sim_drop_is_violation(enum gw_sim_drop reason);
+
+/* --- Downlink checks (firmware 2.4, anchor section 4.3), pure ---------- */
+
+/* The downlink receive state the firmware keeps per hello. */
+struct gw_sim_downlink {
+    uint32_t last_seq;                  /* last accepted; 0 after a hello */
+    uint64_t accepted;                  /* passed every check */
+    uint64_t gaps;                      /* accepted after a sequence gap */
+    uint64_t lost;                      /* sequence numbers skipped */
+    uint64_t drops[GW_SIM_DROP_COUNT_]; /* by reason */
+};
+
+/* A new hello: the firmware resets the sequence; counters are kept. */
+void gw_sim_downlink_reset(struct gw_sim_downlink *dl);
+
+/*
+ * Checks one whole datagram in the firmware's order: < 16 bytes, type,
+ * 16 + payload_len == len, payload <= 1484, sequence > last (a gap is only
+ * counted). On success fills *h, advances last_seq and returns 0; else
+ * counts the drop and returns GW_ETRUNC, GW_EPROTO, GW_EMALFORMED,
+ * GW_ETOOBIG or GW_EREPLAY. The payload stays at buf + 16, encrypted.
+ */
+GW_MUST_CHECK int gw_sim_downlink_check(struct gw_sim_downlink *dl,
+                                        const uint8_t *buf, size_t len,
+                                        struct gw_udp_header *h);
+
+/* --- MCP server of the device (anchor section 9), pure ----------------- */
+
+/* The device's MCP server state; set up with gw_sim_mcp_defaults. */
+struct gw_sim_mcp {
+    int volume;           /* speaker volume, set by set_volume */
+    int brightness;       /* screen brightness, set by set_brightness */
+    uint32_t extra_tools; /* synthetic tools added for paging tests */
+    bool silent;          /* never answer anything (timeout tests) */
+    bool vision_seen;     /* initialize carried capabilities.vision */
+    uint64_t answered;    /* replies produced */
+    uint64_t ignored;     /* requests dropped as the firmware drops them */
+    uint64_t calls;       /* tools/call requests answered */
+};
+
+/* Page limit of tools/list, as the firmware measures it. */
+#define GW_SIM_MCP_PAGE_BYTES 8000
+
+void gw_sim_mcp_defaults(struct gw_sim_mcp *m);
+
+/*
+ * Handles one JSON-RPC message (the `payload` of an mcp envelope) as the
+ * firmware does: requests need jsonrpc "2.0", a string method, params
+ * absent or an object and a numeric id, else they are dropped silently;
+ * notifications get no reply. Methods: initialize, tools/list (cursor
+ * paging near 8000 bytes, withUserTools), tools/call. Errors are
+ * {"error":{"message":...}} without code. Sets *reply to a heap string
+ * (free()) of *reply_len bytes, or NULL when the device stays silent.
+ * Returns 0 or GW_ENOMEM.
+ */
+GW_MUST_CHECK int gw_sim_mcp_handle(struct gw_sim_mcp *m, const cJSON *msg,
+                                    char **reply, size_t *reply_len);
+
+/* --- Uplink audio ------------------------------------------------------ */
+
+/*
+ * Opus frames encoded once per process (16 kHz mono, 60 ms, VBR, DTX,
+ * complexity 0, as the firmware encodes) and replayed by every device: a
+ * speech-like part and a silence part whose DTX packets are tiny.
+ */
+struct gw_sim_clip;
+
+/* Encodes speech_frames of a voiced test signal, then silence. Returns 0,
+ * GW_EINVAL, GW_ENOMEM or GW_EOPUS. */
+GW_MUST_CHECK int gw_sim_clip_create(uint32_t speech_frames,
+                                     struct gw_sim_clip **out);
+void gw_sim_clip_destroy(struct gw_sim_clip *clip);
+
+/* --- The device -------------------------------------------------------- */
+
+struct gw_sim_device;
+
+/* Per device outcome; counters are live while the device runs. */
+struct gw_sim_result {
+    bool ok;             /* the conversation met every expectation */
+    bool done;           /* the run has finished */
+    char reason[256];    /* first failure, "" when ok */
+    bool mqtt_connected; /* CONNACK seen at least once */
+    double connect_ms;   /* init to CONNACK; NAN if never (all below) */
+    double hello_ms;     /* device hello to valid server hello */
+    /* Per-step latencies of the first turn, ms after the end of the
+     * device's speech (negative if earlier). */
+    double stt_ms, tts_start_ms, first_audio_ms, tts_stop_ms;
+    double goodbye_ms;    /* server goodbye after the last tts stop */
+    char session_id[129]; /* from the server hello */
+    char stt[256];        /* text of the first stt */
+    uint32_t turns_done;  /* completed turns (tts stop, playback drained) */
+    /* Server hellos: valid and answering ours, invalid (ignored), extra. */
+    uint32_t hellos, hello_invalid, hello_duplicate;
+    uint32_t stt_count, llm_count, tts_start, tts_stop, tts_sentence;
+    uint32_t alert_count, system_count, custom_count, other_count;
+    uint32_t bad_json;        /* unparsable messages, dropped */
+    uint32_t oversize;        /* messages over 8192 bytes (accepted) */
+    uint32_t goodbye_ignored; /* goodbyes with another session_id */
+    bool goodbye_received;    /* the server ended the session */
+    bool goodbye_sent;        /* the device ended it */
+    bool goodbye_replied;     /* a goodbye answered ours: a gateway bug */
+    uint32_t mcp_answered, mcp_ignored;
+    uint64_t up_packets, up_bytes, up_send_errors;
+    uint64_t up_replayed, up_forged; /* test traffic, not in the counts */
+    uint64_t down_datagrams;         /* every datagram read */
+    uint64_t down_accepted;          /* passed the strict checks */
+    uint64_t down_played;            /* decoded (or inspected) and counted */
+    uint64_t down_lost;              /* sequence numbers skipped */
+    uint64_t drops[GW_SIM_DROP_COUNT_];
+    double jitter_ms;     /* RFC 3550 style, vs each packet's duration */
+    double max_jitter_ms; /* largest single deviation */
+    char up_sha256[65];   /* of the plaintext Opus payloads sent */
+    char down_sha256[65]; /* of the plaintext Opus payloads played */
+};
+
+/* The run ended; r stays valid until the device is closed. */
+typedef void (*gw_sim_device_done_cb)(struct gw_sim_device *d,
+                                      const struct gw_sim_result *r, void *arg);
+
+/* One transcript line, t_ms after init. */
+typedef void (*gw_sim_device_event_cb)(struct gw_sim_device *d, double t_ms,
+                                       const char *line, void *arg);
+
+typedef void (*gw_sim_device_close_cb)(struct gw_sim_device *d, void *arg);
+
+struct gw_sim_device_options {
+    const char *host;               /* broker */
+    int port;                       /* broker port (8883 would mean TLS) */
+    const char *client_id;          /* NULL: GID_test@@@<mac>@@@<uuid> */
+    const char *username;           /* NULL: base64 of {"ip":"127.0.0.1"} */
+    const char *password;           /* NULL: made from key, or none */
+    const char *key;                /* device credential key, or NULL */
+    const char *publish_topic;      /* "device-server"; {client_id} expands */
+    const char *subscribe_topic;    /* NULL: stock firmware, no SUBSCRIBE */
+    int keepalive_s;                /* 240, as the firmware */
+    enum gw_sim_mode mode;          /* listen start mode */
+    enum gw_sim_end end;            /* what follows the last turn */
+    uint32_t turns;                 /* conversation turns; 0 = until stopped */
+    uint32_t speech_frames;         /* speech frames per turn; 0 = endless */
+    uint32_t frame_ms;              /* uplink frame interval: 60 real time */
+    bool aec;                       /* features.aec, echo downlink stamps */
+    bool wake_word;                 /* wake-word burst and listen detect */
+    bool require_reply;             /* ok needs stt, tts and played audio */
+    bool decode;                    /* decode each played frame (libopus) */
+    uint32_t abort_after;           /* played frames before abort; 0 never */
+    uint32_t replay_every;          /* send every Nth uplink twice; 0 never */
+    uint32_t forge_every;           /* after every Nth uplink, a forgery from
+                                       another port; 0 never */
+    uint32_t connect_timeout_ms;    /* MQTT CONNACK wait: 10000 */
+    uint32_t hello_timeout_ms;      /* server hello wait: 10000 */
+    uint32_t turn_timeout_ms;       /* listen start to tts stop: 60000 */
+    uint32_t channel_timeout_ms;    /* nothing received: 120000 */
+    uint32_t end_timeout_ms;        /* wait for the server's goodbye */
+    uint32_t linger_ms;             /* after our goodbye, watch for a reply */
+    uint32_t duration_ms;           /* stop the run after this; 0 = never */
+    uint32_t mcp_extra_tools;       /* synthetic tools for paging tests */
+    bool mcp_silent;                /* never answer MCP */
+    const struct gw_sim_clip *clip; /* uplink audio, required */
+    FILE *packet_log;               /* per-packet lines, or NULL */
+    gw_sim_device_done_cb on_done;
+    gw_sim_device_event_cb on_event; /* transcript, may be NULL */
+    void *arg;                       /* for both callbacks */
+};
+
+/* Fills the firmware's defaults (one auto turn of 50 frames...). */
+void gw_sim_device_options_default(struct gw_sim_device_options *o);
+
+/*
+ * Creates a device and starts it: MQTT connect, hello, turns. on_done
+ * runs once, from its own loop callback, when the run ends. Returns 0,
+ * GW_EINVAL, GW_ENOMEM, GW_ECRYPTO or GW_EOPUS.
+ */
+GW_MUST_CHECK int gw_sim_device_init(uv_loop_t *loop,
+                                     const struct gw_sim_device_options *opts,
+                                     struct gw_sim_device **out);
+
+/* Ends the conversation now, as a user closing the chat (goodbye). */
+void gw_sim_device_stop(struct gw_sim_device *d);
+
+/* Closes every handle and the MQTT link, then frees the device and calls
+ * cb (may be NULL). No done or event callback runs after this. */
+void gw_sim_device_close(struct gw_sim_device *d, gw_sim_device_close_cb cb,
+                         void *arg);
+
+const struct gw_sim_result *gw_sim_device_result(const struct gw_sim_device *d);
+const char *gw_sim_device_client_id(const struct gw_sim_device *d);
+
+/* The result as one JSON object (heap string, cJSON_free), or NULL. */
+char *gw_sim_result_json(const struct gw_sim_result *r, const char *client_id);
+
+/* --- Command line shared by `device` and `load` (sim_load.c) ----------- */
+
+/* Settings of both subcommands, filled by gw_sim_cli_parse. */
+struct gw_sim_cli {
+    struct gw_sim_device_options dev; /* per device options */
+    char host[256];                   /* storage for dev.host */
+    bool json;                        /* print the result as JSON */
+    bool mode_set;                    /* --mode given (else from --aec) */
+    bool frames_set;                  /* --frames given */
+    int log_level;                    /* enum gw_log_level */
+    const char *packet_log_path;      /* --packet-log FILE */
+};
+
+/* Long options of both subcommands; codes are >= 256. */
+extern const struct option gw_sim_cli_options[];
+extern const size_t gw_sim_cli_option_count;
+
+/* Defaults for the device (one conversation) on 127.0.0.1:1883. */
+void gw_sim_cli_defaults(struct gw_sim_cli *cli);
+
+/*
+ * Applies one option returned by getopt_long. Returns 1 if it was one of
+ * gw_sim_cli_options, 0 if not, GW_EINVAL (message printed) for a bad
+ * value.
+ */
+GW_MUST_CHECK int gw_sim_cli_parse(struct gw_sim_cli *cli, int code,
+                                   const char *arg);
+
+/* Settles defaults that depend on other options (mode from --aec). */
+void gw_sim_cli_finish(struct gw_sim_cli *cli);
+
+/* Help text of the shared options. */
+void gw_sim_cli_usage(FILE *out);
+
+/* Parses "host:port" or "port" into cli->host/dev.port. */
+GW_MUST_CHECK int gw_sim_cli_broker(struct gw_sim_cli *cli, const char *arg);
+
+#endif /* GW_SIM_DEVICE_H */
