@@ -72,7 +72,7 @@ struct gw_backend_conn {
     uint64_t started_ms; /* loop time of gw_backend_conn_open */
     /* Strings copied at open; all point into the same allocation. */
     const char *name;      /* backend name, for logs */
-    const char *subject;   /* the owner's log prefix */
+    const char *subject;   /* the owner's log prefix (owner's memory) */
     const char *device_id; /* header values */
     const char *client_id;
     const char *forwarded_for; /* NULL when unknown */
@@ -729,14 +729,12 @@ conn_create(const struct gw_backend_connect *params, const struct url_parts *u,
             const char *client_id, const char *authorization)
 {
     const struct gw_backend_config *be = params->backend;
-    const char *subject =
-        params->log_subject != NULL ? params->log_subject : "backend";
     const char *fwd = params->forwarded_for;
     bool bare = u->path_len == 0 || u->path[0] == '?'; /* needs a '/' */
-    size_t need = strlen(be->name) + strlen(subject) +
-                  strlen(params->device_id) + strlen(client_id) +
-                  (fwd != NULL ? strlen(fwd) : 0) + strlen(authorization) +
-                  u->host_len + u->authority_len + u->path_len + 1 + 9;
+    size_t need = strlen(be->name) + strlen(params->device_id) +
+                  strlen(client_id) + (fwd != NULL ? strlen(fwd) : 0) +
+                  strlen(authorization) + u->host_len + u->authority_len +
+                  u->path_len + 1 + 9;
     struct gw_backend_conn *conn = calloc(1, sizeof(*conn) + need);
     char *arena;
 
@@ -745,7 +743,9 @@ conn_create(const struct gw_backend_connect *params, const struct url_parts *u,
     }
     arena = (char *)(conn + 1);
     conn->name = arena_put(&arena, be->name, strlen(be->name));
-    conn->subject = arena_put(&arena, subject, strlen(subject));
+    /* Not copied: the owner updates it once the session has its id. */
+    conn->subject =
+        params->log_subject != NULL ? params->log_subject : "backend";
     conn->device_id =
         arena_put(&arena, params->device_id, strlen(params->device_id));
     conn->client_id = arena_put(&arena, client_id, strlen(client_id));

@@ -49,7 +49,8 @@ struct gw_backend_connect {
     const char *device_id;     /* MAC "aa:bb:cc:dd:ee:ff" */
     const char *client_id;     /* uuid; NULL or "": "default-client-id" */
     const char *forwarded_for; /* device IP for x-forwarded-for, or NULL */
-    const char *log_subject;   /* the session's log prefix */
+    const char *log_subject;   /* the session's log prefix: not copied,
+                                  must outlive the connection */
     size_t max_message_bytes;  /* larger incoming messages close it with
                                   1009; 0 means 64 KiB */
 };

@@ -1,48 +1,98 @@
 #!/usr/bin/env bash
-# Sets up the machine, builds hybridgw and shows what it does today: the
-# example configs pass the check, a broken one is refused with the key
-# path, the protocol core passes its unit tests, and the daemon starts,
-# reloads on SIGHUP and stops on SIGTERM.
+# Sets up the machine, builds hybridgw and runs one real conversation on
+# 127.0.0.1: a mosquitto broker, the gateway, a mock xiaozhi backend and a
+# simulated device (hello, listen, audio up, stt, tts with audio down,
+# goodbye). Prints the device's transcript with per-step latency, stops
+# everything it started, and exits 0 when the conversation succeeded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
+echo "demo: building"
 scripts/build.sh plain >/dev/null
 gw=build/plain/gateway/hybridgw
+sim=build/plain/tools/hybridgw-sim
+
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    wait 2>/dev/null || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
 
-step() { printf '\n== %s\n' "$*"; }
+# wait_for FILE REGEX: bounded wait for a line a process writes when ready.
+wait_for() {
+    local deadline=$((SECONDS + 10))
+    until grep -qE "$2" "$1" 2>/dev/null; do
+        if ((SECONDS >= deadline)); then
+            echo "demo: timed out waiting for /$2/ in $1" >&2
+            cat "$1" >&2 || true
+            exit 1
+        fi
+        sleep 0.05
+    done
+}
 
-step "version"
-"$gw" --version
+broker_port=$("$sim" free-port)
+backend_port=$("$sim" free-port)
+udp_port=$("$sim" free-port --udp)
 
-step "configuration check of the shipped examples"
-for f in config/*.json; do
-    "$gw" -c "$f" --check-config
-done
+cat >"$tmp/mosquitto.conf" <<EOF
+listener $broker_port 127.0.0.1
+allow_anonymous true
+persistence false
+set_tcp_nodelay true
+log_dest stderr
+log_type information
+EOF
+mosquitto -c "$tmp/mosquitto.conf" 2>"$tmp/mosquitto.log" &
+pids+=($!)
+wait_for "$tmp/mosquitto.log" "listen socket on port $broker_port"
+echo "demo: mosquitto on 127.0.0.1:$broker_port"
 
-step "a broken configuration is refused with the key path"
-printf '{ "backends": [ { "name": "main", "url": "htp://x/" } ],\n  "mqtt": { "hots": "b" } }\n' >"$tmp/broken.json"
-"$gw" -c "$tmp/broken.json" --check-config || echo "(exit status $?)"
+"$sim" backend --listen "127.0.0.1:$backend_port" --events "$tmp/backend.events" \
+    --turn-frames 20 --tts-frames 15 2>"$tmp/backend.log" &
+pids+=($!)
+wait_for "$tmp/backend.events" '"ev":"ready"'
+echo "demo: mock backend on ws://127.0.0.1:$backend_port/xiaozhi/v1/"
 
-step "unit tests of the protocol core (codec, crypto, config)"
-(cd build/plain && ctest -L unit --output-on-failure | tail -n 3)
+cat >"$tmp/hybridgw.json" <<EOF
+{
+  "instance": "demo",
+  "mqtt": { "host": "127.0.0.1", "port": $broker_port },
+  "udp": { "bind": "127.0.0.1", "port": $udp_port, "public_host": "127.0.0.1" },
+  "backends": [ { "name": "mock",
+    "url": "ws://127.0.0.1:$backend_port/xiaozhi/v1/?from=mqtt_gateway" } ],
+  "http": { "port": 0 },
+  "log": { "level": "info" }
+}
+EOF
+"$gw" -c "$tmp/hybridgw.json" 2>"$tmp/gateway.log" &
+gw_pid=$!
+pids+=("$gw_pid")
+wait_for "$tmp/gateway.log" 'broker link up'
+echo "demo: gateway subscribed, audio on udp 127.0.0.1:$udp_port"
 
-step "the daemon: start, reload on SIGHUP, stop on SIGTERM"
-"$gw" -c config/hybridgw.json 2>"$tmp/gw.log" &
-pid=$!
-for _ in $(seq 100); do
-    grep -q 'running' "$tmp/gw.log" && break
-    sleep 0.05
-done
-kill -HUP "$pid"
-for _ in $(seq 100); do
-    grep -q 'reloaded' "$tmp/gw.log" && break
-    sleep 0.05
-done
-kill -TERM "$pid"
-wait "$pid"
-cat "$tmp/gw.log"
 echo
-echo "demo: done"
+echo "== the device's side of the conversation"
+status=0
+"$sim" device --broker "127.0.0.1:$broker_port" --subscribing \
+    --publish-topic 'devices/{client_id}/up' --turns 1 --frames 20 ||
+    status=$?
+
+echo
+echo "== the gateway's log"
+kill -TERM "$gw_pid"
+wait "$gw_pid" || status=1
+cat "$tmp/gateway.log"
+echo
+if ((status == 0)); then
+    echo "demo: conversation completed"
+else
+    echo "demo: FAILED (status $status)"
+fi
+exit "$status"

@@ -1450,7 +1450,9 @@ static void on_peer_close(struct conn *c, const uint8_t *in, size_t len)
     if (n >= sizeof(c->peer_reason)) {
         n = sizeof(c->peer_reason) - 1;
     }
-    memcpy(c->peer_reason, in + 2 * (len >= 2), n);
+    if (n > 0) {
+        memcpy(c->peer_reason, in + 2, n);
+    }
     c->peer_reason[n] = '\0';
 }
 
