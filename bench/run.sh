@@ -24,27 +24,8 @@ sim=build/plain/tools/hybridgw-sim
 hz=$(getconf CLK_TCK)
 rows=()
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    wait 2>/dev/null || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-wait_for() { # FILE REGEX
-    local deadline=$((SECONDS + 30))
-    until grep -qE "$2" "$1" 2>/dev/null; do
-        if ((SECONDS >= deadline)); then
-            echo "bench: timed out waiting for /$2/ in $1" >&2
-            exit 1
-        fi
-        sleep 0.1
-    done
-}
+. scripts/lib.sh
+tmp=$GW_TMP
 
 cpu_ticks() { # PID: utime + stime
     awk '{ print $14 + $15 }' "/proc/$1/stat"
@@ -86,13 +67,13 @@ run_one() {
     printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\nmax_queued_messages 10000\nlog_dest stderr\nlog_type information\n' \
         "$bp" >"$dir/mosquitto.conf"
     mosquitto -c "$dir/mosquitto.conf" 2>"$dir/mosquitto.log" &
-    pids+=($!)
+    GW_PIDS+=($!)
     wait_for "$dir/mosquitto.log" "listen socket on port $bp"
     "$sim" backend --listen "127.0.0.1:$wp" --events "$dir/backend.events" \
         --turn-frames 20 --tts-frames 20 --no-decode --log-level warn \
         --latency-log "$dir/backend.csv" 2>"$dir/backend.log" &
     local be=$!
-    pids+=("$be")
+    GW_PIDS+=("$be")
     wait_for "$dir/backend.events" '"ev":"ready"'
     cat >"$dir/gw.json" <<EOF
 { "instance": "bench",
@@ -106,7 +87,7 @@ run_one() {
 EOF
     "$gw" -c "$dir/gw.json" 2>"$dir/gw.log" &
     local g=$!
-    pids+=("$g")
+    GW_PIDS+=("$g")
     wait_for "$dir/gw.log" 'broker link up'
     local rss0
     rss0=$(rss_kb "$g")
@@ -119,7 +100,7 @@ EOF
         --stats-json "$dir/load.json" --packet-log "$dir/device.csv" \
         >"$dir/load.out" 2>&1 &
     local load=$!
-    pids+=("$load")
+    GW_PIDS+=("$load")
     sleep "$ramp_s"
     local t0 c0 r0 t1 c1 r1 rss1
     t0=$(date +%s.%N)

@@ -13,29 +13,8 @@ scripts/build.sh plain >/dev/null
 gw=build/plain/gateway/hybridgw
 sim=build/plain/tools/hybridgw-sim
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    wait 2>/dev/null || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# wait_for FILE REGEX: bounded wait for a line a process writes when ready.
-wait_for() {
-    local deadline=$((SECONDS + 10))
-    until grep -qE "$2" "$1" 2>/dev/null; do
-        if ((SECONDS >= deadline)); then
-            echo "demo: timed out waiting for /$2/ in $1" >&2
-            cat "$1" >&2 || true
-            exit 1
-        fi
-        sleep 0.05
-    done
-}
+. scripts/lib.sh
+tmp=$GW_TMP
 
 broker_port=$("$sim" free-port)
 backend_port=$("$sim" free-port)
@@ -50,13 +29,13 @@ log_dest stderr
 log_type information
 EOF
 mosquitto -c "$tmp/mosquitto.conf" 2>"$tmp/mosquitto.log" &
-pids+=($!)
+GW_PIDS+=($!)
 wait_for "$tmp/mosquitto.log" "listen socket on port $broker_port"
 echo "demo: mosquitto on 127.0.0.1:$broker_port"
 
 "$sim" backend --listen "127.0.0.1:$backend_port" --events "$tmp/backend.events" \
     --turn-frames 20 --tts-frames 15 2>"$tmp/backend.log" &
-pids+=($!)
+GW_PIDS+=($!)
 wait_for "$tmp/backend.events" '"ev":"ready"'
 echo "demo: mock backend on ws://127.0.0.1:$backend_port/xiaozhi/v1/"
 
@@ -73,7 +52,7 @@ cat >"$tmp/hybridgw.json" <<EOF
 EOF
 "$gw" -c "$tmp/hybridgw.json" 2>"$tmp/gateway.log" &
 gw_pid=$!
-pids+=("$gw_pid")
+GW_PIDS+=("$gw_pid")
 wait_for "$tmp/gateway.log" 'broker link up'
 echo "demo: gateway subscribed, audio on udp 127.0.0.1:$udp_port"
 
