@@ -120,6 +120,7 @@ struct gw_backend_ws {
     gw_backend_ws_close_cb close_cb;
     void *close_arg;
     struct gw_backend_ws_stats stats;
+    unsigned in_lws; /* depth of lws callbacks running now */
 };
 
 static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
@@ -439,6 +440,30 @@ static int on_receive(struct gw_backend_conn *conn, struct lws *wsi,
     return 0;
 }
 
+/*
+ * Hands one message to lws and recycles its buffer. lws keeps whatever
+ * the socket does not take and sends it first, before any later write.
+ */
+static int write_msg(struct gw_backend_conn *conn, struct lws *wsi,
+                     struct tx_msg *msg)
+{
+    size_t len = msg->len;
+    int n = lws_write(wsi, msg->buf + LWS_PRE, len,
+                      msg->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+
+    if (msg->binary) {
+        conn->bws->stats.tx_audio++;
+    } else {
+        conn->bws->stats.tx_text++;
+    }
+    msg_put(conn, msg);
+    if (n < 0 || (size_t)n < len) {
+        set_reason(conn, "write failed");
+        return -1;
+    }
+    return 0;
+}
+
 /* One message per writable event; the close frame goes after the last. */
 static int on_writeable(struct gw_backend_conn *conn, struct lws *wsi)
 {
@@ -456,18 +481,7 @@ static int on_writeable(struct gw_backend_conn *conn, struct lws *wsi)
     }
     conn->tx_count--;
     conn->tx_bytes -= msg->len;
-    /* lws keeps whatever the socket does not take and sends it first. */
-    int n = lws_write(wsi, msg->buf + LWS_PRE, msg->len,
-                      msg->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
-    size_t len = msg->len;
-    if (msg->binary) {
-        conn->bws->stats.tx_audio++;
-    } else {
-        conn->bws->stats.tx_text++;
-    }
-    msg_put(conn, msg);
-    if (n < 0 || (size_t)n < len) {
-        set_reason(conn, "write failed");
+    if (write_msg(conn, wsi, msg) < 0) {
         return -1;
     }
     if (conn->tx_head != NULL || conn->state == CONN_CLOSING) {
@@ -535,8 +549,8 @@ static int on_cert_verify(struct lws *wsi, X509_STORE_CTX *store, size_t ok)
     return 0;
 }
 
-static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-                  void *in, size_t len)
+static int handle_lws(struct lws *wsi, enum lws_callback_reasons reason,
+                      void *user, void *in, size_t len)
 {
     /*
      * Other reasons pass other things as user (the TLS callbacks pass an
@@ -580,6 +594,23 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
                false);
         return 0;
     }
+}
+
+/* Every lws callback passes here: see can_write_now(). */
+static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                  void *in, size_t len)
+{
+    struct gw_backend_ws *bws = lws_context_user(lws_get_context(wsi));
+    int rc;
+
+    if (bws != NULL) {
+        bws->in_lws++;
+    }
+    rc = handle_lws(wsi, reason, user, in, len);
+    if (bws != NULL) {
+        bws->in_lws--;
+    }
+    return rc;
 }
 
 /* ---- opening ---------------------------------------------------------- */
@@ -925,8 +956,34 @@ static int queue_reserve(struct gw_backend_conn *conn, size_t len,
     return *out != NULL ? 0 : GW_ENOMEM;
 }
 
+/*
+ * Whether a message may go to lws at once instead of through a writable
+ * callback. Asking lws for a writable callback per message costs two
+ * epoll_ctl calls each way on the libuv backend (uv_poll_start re-arms
+ * the descriptor) plus a loop turn, several times the write itself; so
+ * when nothing is queued before it, the socket took everything so far
+ * and no lws callback is running (lws does not expect writes from inside
+ * its service), the message is written right away. Anything lws could
+ * not send stays in its own buffer, lws_partial_buffered() says so, and
+ * later messages then queue here behind it, bounded as before.
+ */
+static bool can_write_now(const struct gw_backend_conn *conn)
+{
+    return conn->state == CONN_OPEN && conn->tx_head == NULL &&
+           conn->bws->in_lws == 0 && !lws_partial_buffered(conn->wsi);
+}
+
 static void queue_push(struct gw_backend_conn *conn, struct tx_msg *msg)
 {
+    if (can_write_now(conn)) {
+        if (write_msg(conn, conn->wsi, msg) < 0) {
+            /* Not inside a callback, so it cannot return -1: lws closes
+             * the connection from its loop, and on_close follows. */
+            lws_set_timeout(conn->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT,
+                            LWS_TO_KILL_ASYNC);
+        }
+        return;
+    }
     if (conn->tx_tail != NULL) {
         conn->tx_tail->next = msg;
     } else {
@@ -1048,6 +1105,7 @@ int gw_backend_ws_init(uv_loop_t *loop, const char *ca_file,
     info.timeout_secs = LWS_STAGE_TIMEOUT_S;
     info.connect_timeout_secs = LWS_STAGE_TIMEOUT_S;
     info.pcontext = &bws->ctx;
+    info.user = bws; /* on_lws finds bws through the context */
     /* No info.extensions: permessage-deflate is never offered. */
     bws->ctx = lws_create_context(&info);
     if (bws->ctx == NULL) {

@@ -4,9 +4,6 @@
  * downlink paced so that the device's 40-frame play queue never overflows.
  */
 
-/* uthash must not exit() on allocation failure: a failed add is checked. */
-#define HASH_NONFATAL_OOM 1
-
 #include "gateway/udp_audio.h"
 
 #include <stdlib.h>
@@ -17,6 +14,7 @@
 #include "codec/opus_packet.h"
 #include "codec/udp_header.h"
 #include "gateway/log.h"
+#include "gateway/ssrc_table.h"
 
 /*
  * libuv 1.44 cuts the receive buffer into 64 KiB slots, one datagram per
@@ -71,7 +69,7 @@ struct gw_udp_audio {
     gw_udp_close_cb close_cb;      /* called once all handles closed */
     void *close_arg;               /* for close_cb */
     gw_udp_audio_cb on_audio;      /* accepted uplink goes here */
-    struct gw_udp_peer *peers;     /* uthash table keyed by ssrc */
+    struct gw_ssrc_table peers;    /* ssrc -> struct gw_udp_peer */
     struct gw_udp_peer *pace_head; /* peers with downlink queued */
     uint64_t prebuffer_samples;    /* audio allowed ahead of the device */
     uint64_t hold_samples;         /* downlink held without an address */
@@ -516,7 +514,7 @@ static void handle_datagram(struct gw_udp_audio *ua, uint8_t *buf, size_t len,
         note_drop(ua, parse_drop(err), from);
         return;
     }
-    HASH_FIND(hh, ua->peers, &h.ssrc, sizeof(h.ssrc), peer);
+    peer = gw_ssrc_table_find(&ua->peers, h.ssrc);
     if (peer == NULL) {
         note_drop(ua, GW_UDP_DROP_UNKNOWN, from);
         return;
@@ -784,7 +782,7 @@ int gw_udp_peer_start(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
     if (ua == NULL || peer == NULL || key == NULL || ua->closing) {
         return GW_EINVAL;
     }
-    HASH_FIND(hh, ua->peers, &ssrc, sizeof(ssrc), other);
+    other = gw_ssrc_table_find(&ua->peers, ssrc);
     if (other != NULL && other != peer) {
         return GW_EEXIST;
     }
@@ -802,10 +800,10 @@ int gw_udp_peer_start(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
         peer->frame_samples_48k = (uint32_t)frame_duration_ms * SAMPLES_PER_MS;
     }
     peer->last_rx_ms = uv_now(ua->loop);
-    HASH_ADD(hh, ua->peers, ssrc, sizeof(peer->ssrc), peer);
-    if (peer->hh.tbl == NULL) { /* the table could not grow */
+    err = gw_ssrc_table_add(&ua->peers, ssrc, peer);
+    if (err < 0) { /* GW_EINVAL for ssrc 0, or the table could not grow */
         release_peer(peer);
-        return GW_ENOMEM;
+        return err;
     }
     return 0;
 }
@@ -815,7 +813,7 @@ void gw_udp_peer_stop(struct gw_udp_peer *peer)
     if (peer == NULL || peer->ua == NULL) {
         return;
     }
-    HASH_DEL(peer->ua->peers, peer);
+    (void)gw_ssrc_table_remove(&peer->ua->peers, peer->ssrc);
     pace_remove(peer);
     release_peer(peer);
 }
@@ -828,10 +826,8 @@ void gw_udp_peer_set_subject(struct gw_udp_peer *peer, const char *subject)
 bool gw_udp_audio_ssrc_in_use(uint32_t ssrc, void *arg)
 {
     struct gw_udp_audio *ua = arg;
-    struct gw_udp_peer *peer;
 
-    HASH_FIND(hh, ua->peers, &ssrc, sizeof(ssrc), peer);
-    return peer != NULL;
+    return gw_ssrc_table_find(&ua->peers, ssrc) != NULL;
 }
 
 bool gw_udp_peer_has_address(const struct gw_udp_peer *peer)
@@ -960,7 +956,7 @@ int gw_udp_audio_init(uv_loop_t *loop, const struct gw_udp_audio_options *opts,
 
 void gw_udp_audio_close(struct gw_udp_audio *ua, gw_udp_close_cb cb, void *arg)
 {
-    struct gw_udp_peer *peer, *tmp;
+    struct gw_udp_peer *peer;
 
     if (ua == NULL || ua->closing) {
         return;
@@ -969,11 +965,13 @@ void gw_udp_audio_close(struct gw_udp_audio *ua, gw_udp_close_cb cb, void *arg)
     ua->close_cb = cb;
     ua->close_arg = arg;
     ua->on_audio = NULL;
-    HASH_ITER(hh, ua->peers, peer, tmp)
-    {
-        HASH_DEL(ua->peers, peer);
-        release_peer(peer);
+    for (uint32_t i = 0; ua->peers.slots != NULL && i <= ua->peers.mask; i++) {
+        peer = ua->peers.slots[i].value;
+        if (peer != NULL) {
+            release_peer(peer);
+        }
     }
+    gw_ssrc_table_free(&ua->peers);
     ua->pace_head = NULL;
     uv_udp_recv_stop(&ua->sock);
     uv_timer_stop(&ua->pace_timer);

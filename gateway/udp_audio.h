@@ -10,7 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <uthash.h>
 #include <uv.h>
 
 #include "crypto/aes_ctr.h"
@@ -109,7 +108,6 @@ struct gw_udp_queue {
  * Zero it before its first gw_udp_peer_start(); read no member directly.
  */
 struct gw_udp_peer {
-    UT_hash_handle hh;          /* in gw_udp_audio's ssrc table */
     struct gw_udp_audio *ua;    /* NULL while not started */
     void *owner;                /* passed to on_audio */
     const char *subject;        /* log prefix; NULL = "udp" */
