@@ -6,7 +6,6 @@
 #ifndef GW_SIM_DEVICE_H
 #define GW_SIM_DEVICE_H
 
-#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -142,6 +141,7 @@ struct gw_sim_result {
     char session_id[129]; /* from the server hello */
     char stt[256];        /* text of the first stt */
     uint32_t turns_done;  /* completed turns (tts stop, playback drained) */
+    uint32_t sessions;    /* conversations begun (hellos sent) */
     /* Server hellos: valid and answering ours, invalid (ignored), extra. */
     uint32_t hellos, hello_invalid, hello_duplicate;
     uint32_t stt_count, llm_count, tts_start, tts_stop, tts_sentence;
@@ -177,28 +177,29 @@ typedef void (*gw_sim_device_event_cb)(struct gw_sim_device *d, double t_ms,
 typedef void (*gw_sim_device_close_cb)(struct gw_sim_device *d, void *arg);
 
 struct gw_sim_device_options {
-    const char *host;               /* broker */
-    int port;                       /* broker port (8883 would mean TLS) */
-    const char *client_id;          /* NULL: GID_test@@@<mac>@@@<uuid> */
-    const char *username;           /* NULL: base64 of {"ip":"127.0.0.1"} */
-    const char *password;           /* NULL: made from key, or none */
-    const char *key;                /* device credential key, or NULL */
-    const char *publish_topic;      /* "device-server"; {client_id} expands */
-    const char *subscribe_topic;    /* NULL: stock firmware, no SUBSCRIBE */
-    int keepalive_s;                /* 240, as the firmware */
-    enum gw_sim_mode mode;          /* listen start mode */
-    enum gw_sim_end end;            /* what follows the last turn */
-    uint32_t turns;                 /* conversation turns; 0 = until stopped */
-    uint32_t speech_frames;         /* speech frames per turn; 0 = endless */
-    uint32_t frame_ms;              /* uplink frame interval: 60 real time */
-    bool aec;                       /* features.aec, echo downlink stamps */
-    bool wake_word;                 /* wake-word burst and listen detect */
-    bool require_reply;             /* ok needs stt, tts and played audio */
-    bool decode;                    /* decode each played frame (libopus) */
-    uint32_t abort_after;           /* played frames before abort; 0 never */
-    uint32_t replay_every;          /* send every Nth uplink twice; 0 never */
-    uint32_t forge_every;           /* after every Nth uplink, a forgery from
-                                       another port; 0 never */
+    const char *host;            /* broker */
+    int port;                    /* broker port (8883 would mean TLS) */
+    const char *client_id;       /* NULL: GID_test@@@<mac>@@@<uuid> */
+    const char *username;        /* NULL: base64 of {"ip":"127.0.0.1"} */
+    const char *password;        /* NULL: made from key, or none */
+    const char *key;             /* device credential key, or NULL */
+    const char *publish_topic;   /* "device-server"; {client_id} expands */
+    const char *subscribe_topic; /* NULL: stock firmware, no SUBSCRIBE */
+    int keepalive_s;             /* 240, as the firmware */
+    enum gw_sim_mode mode;       /* listen start mode */
+    enum gw_sim_end end;         /* what follows the last turn */
+    uint32_t turns;              /* conversation turns; 0 = until stopped */
+    uint32_t sessions;      /* conversations on one connection; 0 means 1 */
+    uint32_t speech_frames; /* speech frames per turn; 0 = endless */
+    uint32_t frame_ms;      /* uplink frame interval: 60 real time */
+    bool aec;               /* features.aec, echo downlink stamps */
+    bool wake_word;         /* wake-word burst and listen detect */
+    bool require_reply;     /* ok needs stt, tts and played audio */
+    bool decode;            /* decode each played frame (libopus) */
+    uint32_t abort_after;   /* played frames before abort; 0 never */
+    uint32_t replay_every;  /* send every Nth uplink twice; 0 never */
+    uint32_t forge_every;   /* after every Nth uplink, a forgery from
+                               another port; 0 never */
     uint32_t connect_timeout_ms;    /* MQTT CONNACK wait: 10000 */
     uint32_t hello_timeout_ms;      /* server hello wait: 10000 */
     uint32_t turn_timeout_ms;       /* listen start to tts stop: 60000 */
@@ -227,6 +228,13 @@ GW_MUST_CHECK int gw_sim_device_init(uv_loop_t *loop,
                                      const struct gw_sim_device_options *opts,
                                      struct gw_sim_device **out);
 
+/*
+ * A button press: with options.sessions > 1, a device whose conversation
+ * ended waits, connected, for this before its next hello. Ignored at any
+ * other time.
+ */
+void gw_sim_device_wake(struct gw_sim_device *d);
+
 /* Ends the conversation now, as a user closing the chat (goodbye). */
 void gw_sim_device_stop(struct gw_sim_device *d);
 
@@ -240,42 +248,5 @@ const char *gw_sim_device_client_id(const struct gw_sim_device *d);
 
 /* The result as one JSON object (heap string, cJSON_free), or NULL. */
 char *gw_sim_result_json(const struct gw_sim_result *r, const char *client_id);
-
-/* --- Command line shared by `device` and `load` (sim_load.c) ----------- */
-
-/* Settings of both subcommands, filled by gw_sim_cli_parse. */
-struct gw_sim_cli {
-    struct gw_sim_device_options dev; /* per device options */
-    char host[256];                   /* storage for dev.host */
-    bool json;                        /* print the result as JSON */
-    bool mode_set;                    /* --mode given (else from --aec) */
-    bool frames_set;                  /* --frames given */
-    int log_level;                    /* enum gw_log_level */
-    const char *packet_log_path;      /* --packet-log FILE */
-};
-
-/* Long options of both subcommands; codes are >= 256. */
-extern const struct option gw_sim_cli_options[];
-extern const size_t gw_sim_cli_option_count;
-
-/* Defaults for the device (one conversation) on 127.0.0.1:1883. */
-void gw_sim_cli_defaults(struct gw_sim_cli *cli);
-
-/*
- * Applies one option returned by getopt_long. Returns 1 if it was one of
- * gw_sim_cli_options, 0 if not, GW_EINVAL (message printed) for a bad
- * value.
- */
-GW_MUST_CHECK int gw_sim_cli_parse(struct gw_sim_cli *cli, int code,
-                                   const char *arg);
-
-/* Settles defaults that depend on other options (mode from --aec). */
-void gw_sim_cli_finish(struct gw_sim_cli *cli);
-
-/* Help text of the shared options. */
-void gw_sim_cli_usage(FILE *out);
-
-/* Parses "host:port" or "port" into cli->host/dev.port. */
-GW_MUST_CHECK int gw_sim_cli_broker(struct gw_sim_cli *cli, const char *arg);
 
 #endif /* GW_SIM_DEVICE_H */

@@ -1,0 +1,448 @@
+/*
+ * The simulated device on MQTT: its hello and messages, and what it does
+ * with each message from the server, as firmware 2.4 does (anchor
+ * sections 3, 5 and 6).
+ */
+#include "tools/sim_device_int.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/envelope.h"
+#include "codec/hello.h"
+#include "codec/hex.h"
+#include "gateway/log.h"
+
+int gw_sim_dev_publish(struct gw_sim_device *d, const char *msg, size_t len)
+{
+    int rc = gw_mqtt_link_publish(d->link, d->pub_topic, msg, len);
+
+    if (rc != 0) {
+        /* The firmware treats a failed publish as a closed channel. */
+        gw_sim_dev_fail(d, "publish to %s failed: %s", d->pub_topic,
+                        gw_strerror(rc));
+    }
+    return rc;
+}
+
+/* Device messages are concatenated, unescaped, as the firmware does:
+ * set_session checked that the session_id needs no escaping. */
+int gw_sim_dev_send_msg(struct gw_sim_device *d, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return gw_sim_dev_publish(d, msg, (size_t)n < sizeof(msg) ? (size_t)n : 0);
+}
+
+void gw_sim_dev_send_hello(struct gw_sim_device *d)
+{
+    char msg[512];
+
+    d->sid[0] = '\0'; /* the firmware clears it before a hello */
+    gw_sim_dev_set_subject(d);
+    snprintf(msg, sizeof(msg),
+             "{\"type\":\"hello\",\"version\":3,\"transport\":\"udp\","
+             "\"features\":{%s\"mcp\":true,\"glyph_push\":false},"
+             "\"audio_params\":{\"format\":\"opus\",\"sample_rate\":16000,"
+             "\"channels\":1,\"frame_duration\":60}}",
+             d->o.aec ? "\"aec\":true," : "");
+    d->state = ST_HELLO;
+    d->hello_pending = true;
+    d->r.sessions++;
+    d->hello_sent_ns = uv_hrtime();
+    gw_sim_dev_event(d, "> hello to %s (%s)", d->pub_topic,
+                     d->sub_topic[0] ? "subscribing"
+                                     : "stock, no subscription");
+    if (gw_sim_dev_publish(d, msg, strlen(msg)) == 0) {
+        gw_sim_dev_watch(d, d->o.hello_timeout_ms);
+    }
+}
+
+/* ---- messages from the server ---------------------------------------- */
+
+/* Which firmware 2.4 rule a refused hello broke, for the report. */
+static const char *hello_problem(const cJSON *root)
+{
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "transport");
+    const cJSON *udp = cJSON_GetObjectItemCaseSensitive(root, "udp");
+    const cJSON *port = cJSON_GetObjectItemCaseSensitive(udp, "port");
+    const cJSON *sid = cJSON_GetObjectItemCaseSensitive(root, "session_id");
+    const char *s =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(udp, "server"));
+    const char *names[2] = {"key", "nonce"};
+    uint8_t tmp[16];
+
+    if (!cJSON_IsString(tr) || strcmp(tr->valuestring, "udp") != 0) {
+        return "transport is not \"udp\"";
+    }
+    if (!cJSON_IsObject(udp)) {
+        return "udp is missing or not an object";
+    }
+    if (s == NULL || s[0] == '\0') {
+        return "udp.server is missing or not a string";
+    }
+    if (!cJSON_IsNumber(port) || port->valuedouble < 1 ||
+        port->valuedouble > 65535 ||
+        port->valuedouble != (double)(int)port->valuedouble) {
+        return "udp.port is not an integer in 1..65535";
+    }
+    for (int i = 0; i < 2; i++) {
+        s = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(udp, names[i]));
+        if (s == NULL || gw_hex_decode(s, strlen(s), tmp, 16) != 0) {
+            return i == 0 ? "udp.key is not 32 hex digits (16 bytes)"
+                          : "udp.nonce is not 32 hex digits (16 bytes)";
+        }
+    }
+    if (sid != NULL && !cJSON_IsString(sid)) {
+        return "session_id is not a string";
+    }
+    return "audio_params invalid, or a member repeated";
+}
+
+/* The firmware pastes session_id into its JSON without escaping. */
+static bool sid_safe(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void on_server_hello(struct gw_sim_device *d, const cJSON *root)
+{
+    const cJSON *ap = cJSON_GetObjectItemCaseSensitive(root, "audio_params");
+    struct gw_server_hello h;
+    uint64_t now = uv_hrtime();
+
+    if (gw_server_hello_parse(root, &h) != 0) {
+        const char *why = hello_problem(root);
+        d->r.hello_invalid++;
+        gw_log(GW_LOG_WARN, d->subject, "server hello ignored: %s", why);
+        gw_sim_dev_event(d, "< hello INVALID, ignored as firmware 2.4 does: %s",
+                         why);
+        return;
+    }
+    /* Missing audio members keep earlier values: they are sticky. */
+    if (cJSON_GetObjectItemCaseSensitive(ap, "sample_rate") != NULL) {
+        d->sample_rate = h.sample_rate;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(ap, "frame_duration") != NULL) {
+        d->frame_duration = h.frame_duration;
+    }
+    memcpy(d->key, h.key, sizeof(d->key));
+    memcpy(d->nonce, h.nonce, sizeof(d->nonce));
+    if (gw_aes_ctr_set_key(d->aes, d->key) != 0) {
+        gw_sim_dev_fail(d, "cannot install the hello's AES key");
+        return;
+    }
+    d->up_seq = 0;
+    gw_sim_downlink_reset(&d->dl);
+    snprintf(d->sid, sizeof(d->sid), "%s", h.session_id);
+    gw_sim_dev_set_subject(d);
+    if (!d->hello_pending) {
+        /* The firmware re-keys but keeps its socket: a broken session. */
+        d->r.hello_duplicate++;
+        gw_log(GW_LOG_WARN, d->subject, "extra server hello (%" PRIu32 ")",
+               d->r.hello_duplicate);
+        gw_sim_dev_event(d,
+                         "< hello AGAIN (extra #%" PRIu32
+                         "): only one may answer a "
+                         "device hello; re-keyed, sequences restart",
+                         d->r.hello_duplicate);
+        return;
+    }
+    d->hello_pending = false;
+    d->r.hellos++;
+    d->r.hello_ms = gw_sim_dev_ms_since(d->hello_sent_ns, now);
+    snprintf(d->r.session_id, sizeof(d->r.session_id), "%s", d->sid);
+    gw_sim_dev_event(d,
+                     "< hello session_id=%s udp=%s:%u downlink=%" PRId32
+                     " Hz/%" PRId32 " ms (%.1f ms after ours)",
+                     d->sid[0] ? d->sid : "(none)", h.server, h.port,
+                     d->sample_rate, d->frame_duration, d->r.hello_ms);
+    if (!sid_safe(d->sid)) {
+        gw_sim_dev_fail(
+            d, "session_id needs JSON escaping, which the firmware does not "
+               "do: every later device message would be broken");
+        return;
+    }
+    d->udp_port = h.port;
+    gw_sim_dev_udp_open(d, h.server);
+}
+
+static void on_goodbye(struct gw_sim_device *d, const char *sid)
+{
+    if (sid == NULL || strcmp(sid, d->sid) != 0) {
+        d->r.goodbye_ignored++; /* firmware 2.3+: only the current id */
+        gw_sim_dev_event(d, "< goodbye for %s%s%s ignored (current session %s)",
+                         sid ? "\"" : "", sid ? sid : "no session_id",
+                         sid ? "\"" : "", d->sid);
+        return;
+    }
+    if (d->state == ST_LINGER) {
+        d->r.goodbye_replied = true;
+        gw_sim_dev_event(
+            d, "< goodbye in reply to ours: a gateway must never answer a "
+               "device goodbye");
+        gw_sim_dev_finish(d);
+        return;
+    }
+    if (!d->channel_open) {
+        d->r.goodbye_ignored++;
+        gw_sim_dev_event(d, "< goodbye with no channel open (ignored)");
+        return;
+    }
+    d->r.goodbye_received = true;
+    if (d->stop_ns != 0) {
+        d->r.goodbye_ms = gw_sim_dev_ms_since(d->stop_ns, uv_hrtime());
+    }
+    gw_sim_dev_event(d, "< goodbye: channel closed, no reply");
+    gw_sim_dev_udp_close(d);
+    d->state = ST_IDLE;
+    gw_sim_dev_conversation_over(d);
+}
+
+static void on_tts(struct gw_sim_device *d, const cJSON *root)
+{
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "state");
+    const char *text =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "text"));
+    double ms = gw_sim_dev_ms_since(d->speech_end_ns, uv_hrtime());
+
+    if (!cJSON_IsString(st)) {
+        gw_sim_dev_fail(
+            d, "tts message without a string state: firmware before 2.4 "
+               "crashes on it");
+        return;
+    }
+    if (strcmp(st->valuestring, "start") == 0) {
+        d->r.tts_start++;
+        if (d->turn == 0 && isnan(d->r.tts_start_ms)) {
+            d->r.tts_start_ms = ms;
+        }
+        if (!d->channel_open ||
+            (d->state != ST_LISTENING && d->state != ST_IDLE)) {
+            gw_sim_dev_event(d, "< tts start (ignored in state %s)",
+                             gw_sim_dev_state_name(d->state));
+            return;
+        }
+        if (d->queue == NULL &&
+            (d->queue = calloc(QUEUE_FRAMES, sizeof(*d->queue))) == NULL) {
+            gw_sim_dev_fail(d, "out of memory");
+            return;
+        }
+        gw_sim_dev_event(d, "< tts start (%+.1f ms after speech end)", ms);
+        d->state = ST_SPEAKING;
+        d->q_len = 0;           /* entering speaking flushes the decode queue */
+        d->last_arrival_ns = 0; /* a new utterance: no jitter across */
+        d->stop_pending = false;
+        d->turn_played = 0;
+        if (d->o.mode != GW_SIM_MODE_REALTIME) {
+            d->uplink_on = false; /* the mic stops */
+            uv_timer_stop(&d->uplink_timer);
+        }
+    } else if (strcmp(st->valuestring, "stop") == 0) {
+        d->r.tts_stop++;
+        if (d->turn == 0 && isnan(d->r.tts_stop_ms)) {
+            d->r.tts_stop_ms = ms;
+        }
+        gw_sim_dev_event(
+            d, "< tts stop (%+.1f ms after speech end, %zu frames queued)", ms,
+            d->q_len);
+        if (d->state == ST_SPEAKING) {
+            d->stop_pending = true;
+            if (!d->playing) {
+                gw_sim_dev_play_pump(d, uv_hrtime());
+            }
+        }
+    } else if (strcmp(st->valuestring, "sentence_start") == 0) {
+        d->r.tts_sentence++;
+        gw_sim_dev_event(d, "< tts sentence_start \"%s\"", text ? text : "");
+    } else {
+        gw_sim_dev_event(d, "< tts state \"%s\" (ignored)", st->valuestring);
+    }
+}
+
+static void on_stt(struct gw_sim_device *d, const cJSON *root)
+{
+    const char *text =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "text"));
+    double ms = gw_sim_dev_ms_since(d->speech_end_ns, uv_hrtime());
+
+    d->r.stt_count++;
+    if (d->r.stt_count == 1) {
+        snprintf(d->r.stt, sizeof(d->r.stt), "%s", text ? text : "");
+    }
+    if (d->turn == 0 && isnan(d->r.stt_ms)) {
+        d->r.stt_ms = ms;
+    }
+    gw_sim_dev_event(d, "< stt \"%s\" (%+.1f ms after speech end)",
+                     text ? text : "", ms);
+}
+
+static void on_mcp(struct gw_sim_device *d, const cJSON *root)
+{
+    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(root, "payload");
+    const char *method = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(payload, "method"));
+    char *reply = NULL;
+    size_t len = 0;
+
+    if (!cJSON_IsObject(payload)) {
+        d->mcp.ignored++;
+    } else if (gw_sim_mcp_handle(&d->mcp, payload, &reply, &len) != 0) {
+        gw_sim_dev_fail(d, "out of memory");
+        return;
+    }
+    d->r.mcp_answered = (uint32_t)d->mcp.answered;
+    d->r.mcp_ignored = (uint32_t)d->mcp.ignored;
+    if (reply == NULL) {
+        gw_sim_dev_event(d, "< mcp %s (no reply, as the firmware)",
+                         method ? method : "-");
+        return;
+    }
+    size_t cap = len + strlen(d->sid) + 64;
+    char *msg = malloc(cap);
+    if (msg == NULL) {
+        free(reply);
+        gw_sim_dev_fail(d, "out of memory");
+        return;
+    }
+    int n = snprintf(msg, cap,
+                     "{\"session_id\":\"%s\",\"type\":\"mcp\",\"payload\":%s}",
+                     d->sid, reply);
+    gw_sim_dev_event(d, "< mcp %s > reply of %d bytes", method, n);
+    gw_sim_dev_publish(d, msg, (size_t)n);
+    free(msg);
+    free(reply);
+}
+
+static void on_other(struct gw_sim_device *d, const struct gw_envelope *env)
+{
+    const cJSON *root = env->root;
+#define STR(key)                                                               \
+    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, key))
+
+    switch (env->kind) {
+    case GW_MSG_LLM:
+        d->r.llm_count++;
+        gw_sim_dev_event(d, "< llm emotion=%s",
+                         STR("emotion") ? STR("emotion") : "-");
+        break;
+    case GW_MSG_ALERT:
+        d->r.alert_count++; /* needs status, message and emotion strings */
+        gw_sim_dev_event(d, "< alert %s",
+                         STR("status") && STR("message") && STR("emotion")
+                             ? STR("message")
+                             : "(incomplete, ignored)");
+        break;
+    case GW_MSG_SYSTEM:
+        d->r.system_count++;
+        gw_sim_dev_event(d, "< system command=%s",
+                         STR("command") ? STR("command") : "-");
+        if (STR("command") && strcmp(STR("command"), "reboot") == 0 &&
+            d->channel_open) {
+            gw_sim_dev_goodbye(d); /* close the channel, then reboot */
+        }
+        break;
+    case GW_MSG_CUSTOM:
+        d->r.custom_count++;
+        gw_sim_dev_event(d, "< custom");
+        break;
+    default:
+        d->r.other_count++;
+        gw_sim_dev_event(d, "< %s (unknown type, ignored)", env->type);
+        break;
+    }
+#undef STR
+}
+
+/* Stock firmware ignores the topic: everything on the connection counts. */
+void gw_sim_dev_on_message(struct gw_mqtt_link *link, const char *topic,
+                           const uint8_t *payload, size_t len, void *arg)
+{
+    struct gw_sim_device *d = arg;
+    struct gw_envelope env;
+
+    (void)link;
+    (void)topic;
+    if (d->closing || d->finished) {
+        return;
+    }
+    if (len > GW_ENVELOPE_DEVICE_MAX) {
+        d->r.oversize++;
+    }
+    int err =
+        gw_envelope_parse((const char *)payload, len, MSG_PARSE_MAX, &env);
+    if (err != 0) {
+        d->r.bad_json++;
+        GW_LOG(GW_LOG_DEBUG, d->subject, "message dropped: %s",
+               gw_strerror(err));
+        gw_sim_dev_event(d, "< unparsable message dropped (%s)",
+                         gw_strerror(err));
+        return;
+    }
+    if (d->channel_open) {
+        uv_timer_again(&d->channel_timer);
+    }
+    switch (env.kind) {
+    case GW_MSG_HELLO:
+        on_server_hello(d, env.root);
+        break;
+    case GW_MSG_GOODBYE:
+        on_goodbye(d, env.session_id);
+        break;
+    case GW_MSG_TTS:
+        on_tts(d, env.root);
+        break;
+    case GW_MSG_STT:
+        on_stt(d, env.root);
+        break;
+    case GW_MSG_MCP:
+        on_mcp(d, env.root);
+        break;
+    default:
+        on_other(d, &env);
+        break;
+    }
+    gw_envelope_free(&env);
+}
+
+void gw_sim_dev_on_state(struct gw_mqtt_link *link, bool up, void *arg)
+{
+    struct gw_sim_device *d = arg;
+
+    (void)link;
+    if (d->closing || d->finished) {
+        return;
+    }
+    if (!up) {
+        /*
+         * esp-mqtt reconnects by itself and the audio channel stays open:
+         * only 120 s without anything received ends it (firmware section
+         * 7). A broker restart is not the "network lost" of the board.
+         */
+        gw_sim_dev_event(d, "mqtt connection lost (state %s); reconnecting",
+                         gw_sim_dev_state_name(d->state));
+        return;
+    }
+    if (!d->r.mqtt_connected) {
+        d->r.mqtt_connected = true;
+        d->r.connect_ms = gw_sim_dev_ms_since(d->t0_ns, uv_hrtime());
+        gw_sim_dev_event(d, "mqtt connected to %s:%d as %s", d->host, d->o.port,
+                         d->client_id);
+    }
+    if (d->state == ST_CONNECTING) {
+        gw_sim_dev_send_hello(d);
+    }
+}

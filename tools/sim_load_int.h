@@ -1,0 +1,77 @@
+/*
+ * What the two files of hybridgw-sim's `load` subcommand share: the run
+ * (sim_load.c) and its totals and report (sim_load_stats.c).
+ */
+#ifndef GW_SIM_LOAD_INT_H
+#define GW_SIM_LOAD_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "tools/sim_cli.h"
+
+#define MAX_REASONS 16 /* distinct failure reasons listed */
+
+struct load;
+
+/* A device's place in the run, passed as its callback argument. */
+struct slot {
+    struct load *load;         /* the run */
+    struct gw_sim_device *dev; /* NULL before start and once closed */
+};
+
+/* One failure text and how many devices ended with it. */
+struct reason_count {
+    char text[256]; /* the device's reason */
+    uint32_t n;     /* devices */
+};
+
+/* Sums over finished devices. */
+struct totals {
+    uint32_t connected, hellos, hello_invalid, hello_duplicate;
+    uint32_t ok, failed, turns, stt, goodbye_received, goodbye_sent;
+    uint64_t up_packets, up_bytes, up_errors;
+    uint64_t down_datagrams, down_accepted, down_played, down_lost;
+    uint64_t drops[GW_SIM_DROP_COUNT_];
+    double jitter_sum, jitter_max; /* per device RFC 3550 jitter */
+    uint32_t jitter_n;             /* devices that got downlink */
+};
+
+struct load {
+    uv_loop_t *loop;
+    struct gw_sim_cli cli;
+    uint32_t n;             /* --devices */
+    double ramp;            /* devices started per second; 0 = at once */
+    uint32_t duration_s;    /* each device's run */
+    const char *stats_path; /* --stats-json FILE */
+    struct slot *slots;
+    uint32_t started, finished, closed, init_failed;
+    uv_timer_t ramp_timer;   /* starts devices */
+    uv_timer_t report_timer; /* progress on stderr; also the deadline */
+    uv_signal_t sigint, sigterm;
+    int interrupts;
+    bool ending; /* summary printed, handles closing */
+    uint64_t t0_ns, deadline_ns;
+    struct totals tot;
+    double *hello_ms; /* one per answered hello */
+    size_t n_hello;
+    struct reason_count reasons[MAX_REASONS];
+    size_t n_reasons;
+    uint32_t other_reasons; /* beyond MAX_REASONS distinct texts */
+};
+
+/* Adds a finished device's result to the totals. */
+void gw_sim_load_add_result(struct load *l, const struct gw_sim_result *r);
+
+/* Counts a failure by its text; the first MAX_REASONS texts are listed. */
+void gw_sim_load_count_reason(struct load *l, const char *text);
+
+/* Seconds since the run began. */
+double gw_sim_load_elapsed_s(const struct load *l);
+
+/* The summary on stdout, the JSON line with --json, --stats-json FILE. */
+void gw_sim_load_report(struct load *l);
+
+#endif /* GW_SIM_LOAD_INT_H */
