@@ -1,0 +1,372 @@
+/*
+ * hybridgw's Mosquitto 2.0 plugin (v5 API, DESIGN.md section 2): xiaozhi
+ * device auth and ACLs, uplink topic rewrite, direct downlink delivery and
+ * retained presence. The decisions live in policy.c and clients.c; this
+ * file only wires them to the broker's events.
+ *
+ * Mosquitto 2.0.11 has no connect event: a device is announced online from
+ * its successful auth. A device's will is never delivered: the broker sends
+ * it after the disconnect event, when the connection is no longer known
+ * here, and presence already tells the gateway that the device is gone.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mosquitto.h>
+#include <mosquitto_broker.h>
+#include <mosquitto_plugin.h>
+
+#include "broker/clients.h"
+#include "broker/options.h"
+#include "broker/policy.h"
+
+/* Built with -fvisibility=hidden: only the entry points are exported. */
+#define GW_EXPORT __attribute__((visibility("default")))
+
+#define LOG_PREFIX "hybridgw_broker: "
+
+/* Presence is rare and small; retained so a restarting gateway learns. */
+#define PRESENCE_QOS     1
+#define PRESENCE_PAYLOAD 160
+#define LOGGED_TEXT_MAX  160
+
+_Static_assert(GW_BROKER_ACCESS_READ == MOSQ_ACL_READ, "acl read");
+_Static_assert(GW_BROKER_ACCESS_WRITE == MOSQ_ACL_WRITE, "acl write");
+_Static_assert(GW_BROKER_ACCESS_SUBSCRIBE == MOSQ_ACL_SUBSCRIBE, "acl sub");
+_Static_assert(GW_BROKER_ACCESS_UNSUBSCRIBE == MOSQ_ACL_UNSUBSCRIBE,
+               "acl unsub");
+
+struct plugin {
+    mosquitto_plugin_id_t *pid;
+    struct gw_broker_options opts;
+    struct gw_broker_clients *clients;
+};
+
+/*
+ * Client ids and topics come from the network: printed with control
+ * characters masked and a length cap, so a log line stays one line.
+ */
+static const char *printable(const char *s, char buf[LOGGED_TEXT_MAX + 4])
+{
+    size_t n = 0;
+
+    if (s == NULL) {
+        return "(none)";
+    }
+    for (; s[n] != '\0' && n < LOGGED_TEXT_MAX; n++) {
+        unsigned char ch = (unsigned char)s[n];
+        buf[n] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+    }
+    if (s[n] != '\0') {
+        memcpy(buf + n, "...", 3);
+        n += 3;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static const char *access_name(int access)
+{
+    switch (access) {
+    case MOSQ_ACL_READ:
+        return "read";
+    case MOSQ_ACL_WRITE:
+        return "write";
+    case MOSQ_ACL_SUBSCRIBE:
+        return "subscribe";
+    case MOSQ_ACL_UNSUBSCRIBE:
+        return "unsubscribe";
+    default:
+        return "access";
+    }
+}
+
+static void publish_presence(struct plugin *p,
+                             const struct gw_broker_presence *ev)
+{
+    char topic[GW_BROKER_TOPIC_MAX + 1];
+    char payload[PRESENCE_PAYLOAD];
+    char idbuf[LOGGED_TEXT_MAX + 4];
+    int n;
+
+    if (!ev->publish) {
+        return;
+    }
+    if (gw_broker_topic_make(&p->opts, ev->client_id, "presence", topic,
+                             sizeof(topic)) != 0 ||
+        (n = gw_broker_presence_format(ev->online, ev->address, ev->conn,
+                                       payload, sizeof(payload))) < 0) {
+        return; /* cannot happen: ids and addresses are bounded */
+    }
+    int rc = mosquitto_broker_publish_copy(NULL, topic, n, payload,
+                                           PRESENCE_QOS, true, NULL);
+    if (rc != MOSQ_ERR_SUCCESS) {
+        mosquitto_log_printf(MOSQ_LOG_WARNING,
+                             LOG_PREFIX "device '%s': presence not published: "
+                                        "%s",
+                             printable(ev->client_id, idbuf),
+                             mosquitto_strerror(rc));
+        return;
+    }
+    mosquitto_log_printf(MOSQ_LOG_INFO, LOG_PREFIX "device '%s' %s (conn %llu)",
+                         printable(ev->client_id, idbuf),
+                         ev->online ? "online" : "offline",
+                         (unsigned long long)ev->conn);
+}
+
+static int on_basic_auth(int event, void *event_data, void *userdata)
+{
+    struct mosquitto_evt_basic_auth *ed = event_data;
+    struct plugin *p = userdata;
+    struct gw_broker_presence ev;
+    char idbuf[LOGGED_TEXT_MAX + 4];
+    const char *id = mosquitto_client_id(ed->client);
+    const char *address = mosquitto_client_address(ed->client);
+    (void)event;
+
+    enum gw_broker_auth a =
+        gw_broker_auth_check(&p->opts, id, ed->username, ed->password);
+    enum gw_broker_role role = gw_broker_auth_role(a);
+    if (role == GW_BROKER_ROLE_NONE) {
+        mosquitto_log_printf(
+            MOSQ_LOG_NOTICE, LOG_PREFIX "refused client '%s' from %s: %s",
+            printable(id, idbuf), address != NULL ? address : "?",
+            gw_broker_auth_text(a));
+        return MOSQ_ERR_AUTH;
+    }
+    if (gw_broker_clients_add(p->clients, ed->client, role, id, address, &ev) !=
+        0) {
+        mosquitto_log_printf(MOSQ_LOG_ERR,
+                             LOG_PREFIX "refused client '%s': out of memory",
+                             printable(id, idbuf));
+        return MOSQ_ERR_AUTH;
+    }
+    mosquitto_log_printf(MOSQ_LOG_DEBUG,
+                         LOG_PREFIX "client '%s' from %s authenticated as %s",
+                         printable(id, idbuf), address != NULL ? address : "?",
+                         gw_broker_auth_text(a));
+    publish_presence(p, &ev);
+    return MOSQ_ERR_SUCCESS;
+}
+
+static int on_acl_check(int event, void *event_data, void *userdata)
+{
+    struct mosquitto_evt_acl_check *ed = event_data;
+    struct plugin *p = userdata;
+    char idbuf[LOGGED_TEXT_MAX + 4];
+    char topicbuf[LOGGED_TEXT_MAX + 4];
+    (void)event;
+
+    struct gw_broker_conn_info *c =
+        gw_broker_clients_find(p->clients, ed->client);
+    if (c != NULL && gw_broker_acl_allows(&p->opts, c->role, c->client_id,
+                                          ed->access, ed->topic)) {
+        return MOSQ_ERR_SUCCESS;
+    }
+    /* A misbehaving device could flood the log: one notice per connection. */
+    int level =
+        c != NULL && c->denials++ == 0 ? MOSQ_LOG_NOTICE : MOSQ_LOG_DEBUG;
+    mosquitto_log_printf(
+        level, LOG_PREFIX "denied %s of '%s' to client '%s'",
+        access_name(ed->access), printable(ed->topic, topicbuf),
+        printable(c != NULL ? c->client_id : mosquitto_client_id(ed->client),
+                  idbuf));
+    return MOSQ_ERR_ACL_DENIED;
+}
+
+/* Swaps the stored message's topic for a copy of topic. */
+static int replace_topic(struct mosquitto_evt_message *ed, const char *topic)
+{
+    char *copy = mosquitto_strdup(topic);
+
+    if (copy == NULL) {
+        return MOSQ_ERR_NOMEM;
+    }
+#if LIBMOSQUITTO_VERSION_NUMBER < 2000015
+    /* Before 2.0.15 the broker overwrites the pointer without freeing it. */
+    mosquitto_free(ed->topic);
+#endif
+    ed->topic = copy;
+    return MOSQ_ERR_SUCCESS;
+}
+
+static int on_message(int event, void *event_data, void *userdata)
+{
+    struct mosquitto_evt_message *ed = event_data;
+    struct plugin *p = userdata;
+    char out[GW_BROKER_TOPIC_MAX + 1];
+    char idbuf[LOGGED_TEXT_MAX + 4];
+    int rc;
+    (void)event;
+
+    struct gw_broker_conn_info *c =
+        gw_broker_clients_find(p->clients, ed->client);
+    if (c == NULL) {
+        return MOSQ_ERR_SUCCESS;
+    }
+    switch (gw_broker_route_publish(&p->opts, c->role, c->client_id, ed->topic,
+                                    out, sizeof(out))) {
+    case GW_BROKER_ROUTE_PASS:
+        return MOSQ_ERR_SUCCESS;
+    case GW_BROKER_ROUTE_REWRITE:
+        return replace_topic(ed, out);
+    case GW_BROKER_ROUTE_DIRECT:
+        /*
+         * Straight to the one client, subscribed or not (stock firmware
+         * never subscribes); the original is then refused so that a
+         * device that did subscribe does not get a second copy.
+         */
+        rc = mosquitto_broker_publish_copy(out, ed->topic, (int)ed->payloadlen,
+                                           ed->payload, ed->qos, false, NULL);
+        if (rc != MOSQ_ERR_SUCCESS) {
+            mosquitto_log_printf(MOSQ_LOG_WARNING,
+                                 LOG_PREFIX "downlink to '%s' lost: %s",
+                                 printable(out, idbuf), mosquitto_strerror(rc));
+        }
+        return MOSQ_ERR_ACL_DENIED;
+    case GW_BROKER_ROUTE_DROP:
+        break;
+    }
+    mosquitto_log_printf(MOSQ_LOG_DEBUG,
+                         LOG_PREFIX "dropped a downlink to an id too long for "
+                                    "a device");
+    return MOSQ_ERR_ACL_DENIED;
+}
+
+static int on_disconnect(int event, void *event_data, void *userdata)
+{
+    struct mosquitto_evt_disconnect *ed = event_data;
+    struct plugin *p = userdata;
+    struct gw_broker_presence ev;
+    char idbuf[LOGGED_TEXT_MAX + 4];
+    (void)event;
+
+    struct gw_broker_conn_info *c =
+        gw_broker_clients_find(p->clients, ed->client);
+    if (c == NULL) {
+        return MOSQ_ERR_SUCCESS;
+    }
+    bool device = c->role == GW_BROKER_ROLE_DEVICE;
+    mosquitto_log_printf(MOSQ_LOG_DEBUG, LOG_PREFIX "client '%s' disconnected",
+                         printable(c->client_id, idbuf));
+    gw_broker_clients_remove(p->clients, ed->client, &ev);
+    if (device && !ev.publish) {
+        /*
+         * Mosquitto 2.0 ends a taken-over connection while the new one
+         * connects, after the new one's auth announced it online.
+         */
+        mosquitto_log_printf(MOSQ_LOG_DEBUG,
+                             LOG_PREFIX "an older connection of '%s' ended "
+                                        "(taken over): presence unchanged",
+                             idbuf);
+    }
+    publish_presence(p, &ev);
+    return MOSQ_ERR_SUCCESS;
+}
+
+static const struct {
+    int event;
+    MOSQ_FUNC_generic_callback cb;
+} callbacks[] = {
+    {MOSQ_EVT_BASIC_AUTH, on_basic_auth},
+    {MOSQ_EVT_ACL_CHECK, on_acl_check},
+    {MOSQ_EVT_MESSAGE, on_message},
+    {MOSQ_EVT_DISCONNECT, on_disconnect},
+};
+
+#define N_CALLBACKS (sizeof(callbacks) / sizeof(callbacks[0]))
+
+static void plugin_free(struct plugin *p, size_t registered)
+{
+    for (size_t i = 0; i < registered; i++) {
+        mosquitto_callback_unregister(p->pid, callbacks[i].event,
+                                      callbacks[i].cb, NULL);
+    }
+    gw_broker_clients_destroy(p->clients);
+    gw_broker_options_free(&p->opts);
+    free(p);
+}
+
+GW_EXPORT int mosquitto_plugin_version(int supported_version_count,
+                                       const int *supported_versions)
+{
+    for (int i = 0; i < supported_version_count; i++) {
+        if (supported_versions[i] == MOSQ_PLUGIN_VERSION) {
+            return MOSQ_PLUGIN_VERSION;
+        }
+    }
+    return -1;
+}
+
+static int load_options(struct plugin *p, const struct mosquitto_opt *options,
+                        int option_count)
+{
+    char err[256] = "";
+
+    for (int i = 0; i < option_count; i++) {
+        if (gw_broker_options_set(&p->opts, options[i].key, options[i].value,
+                                  err, sizeof(err)) != 0) {
+            goto fail;
+        }
+    }
+    if (gw_broker_options_check(&p->opts, err, sizeof(err)) == 0) {
+        return 0;
+    }
+fail:
+    mosquitto_log_printf(MOSQ_LOG_ERR, LOG_PREFIX "%s; refusing to start",
+                         err[0] != '\0' ? err : "out of memory");
+    return -1;
+}
+
+GW_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier,
+                                    void **userdata,
+                                    struct mosquitto_opt *options,
+                                    int option_count)
+{
+    struct plugin *p = calloc(1, sizeof(*p));
+    size_t registered = 0;
+
+    if (p == NULL) {
+        return MOSQ_ERR_NOMEM;
+    }
+    p->pid = identifier;
+    if (load_options(p, options, option_count) != 0 ||
+        gw_broker_clients_create(&p->clients) != 0) {
+        plugin_free(p, 0);
+        return MOSQ_ERR_INVAL;
+    }
+    for (; registered < N_CALLBACKS; registered++) {
+        int rc =
+            mosquitto_callback_register(identifier, callbacks[registered].event,
+                                        callbacks[registered].cb, NULL, p);
+        if (rc != MOSQ_ERR_SUCCESS) {
+            mosquitto_log_printf(MOSQ_LOG_ERR,
+                                 LOG_PREFIX "cannot register for event %d: "
+                                            "%s; refusing to start",
+                                 callbacks[registered].event,
+                                 mosquitto_strerror(rc));
+            plugin_free(p, registered);
+            return rc;
+        }
+    }
+    mosquitto_log_printf(MOSQ_LOG_INFO,
+                         LOG_PREFIX "devices publish on '%s', per-device "
+                                    "topics '%s/<client_id>/up|down|presence'",
+                         p->opts.device_topic, p->opts.topic_prefix);
+    *userdata = p;
+    return MOSQ_ERR_SUCCESS;
+}
+
+GW_EXPORT int mosquitto_plugin_cleanup(void *userdata,
+                                       struct mosquitto_opt *options,
+                                       int option_count)
+{
+    (void)options;
+    (void)option_count;
+    if (userdata != NULL) {
+        plugin_free(userdata, N_CALLBACKS);
+    }
+    return MOSQ_ERR_SUCCESS;
+}
