@@ -132,16 +132,17 @@ static int read_header(struct gw_envelope *env)
     return 0;
 }
 
-int gw_envelope_parse(const char *buf, size_t len, size_t max_len,
-                      struct gw_envelope *env)
+int gw_json_object_parse(const char *buf, size_t len, size_t max_len,
+                         cJSON **out)
 {
     const char *end = NULL;
+    cJSON *root;
     int err;
 
-    if (env == NULL) {
+    if (out == NULL) {
         return GW_EINVAL;
     }
-    memset(env, 0, sizeof(*env));
+    *out = NULL;
     if (buf == NULL && len != 0) {
         return GW_EINVAL;
     }
@@ -159,16 +160,32 @@ int gw_envelope_parse(const char *buf, size_t len, size_t max_len,
     }
     /* Not "require NUL-terminated": that option wants a NUL inside len
      * and so refuses an exact buffer; the tail is checked here instead. */
-    env->root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
-    if (env->root == NULL) {
+    root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+    if (root == NULL) {
         return GW_EMALFORMED;
     }
     while (end < buf + len && is_json_space(*end)) {
         end++;
     }
-    if (end != buf + len || !cJSON_IsObject(env->root)) {
-        err = GW_EMALFORMED;
-    } else {
+    if (end != buf + len || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return GW_EMALFORMED;
+    }
+    *out = root;
+    return 0;
+}
+
+int gw_envelope_parse(const char *buf, size_t len, size_t max_len,
+                      struct gw_envelope *env)
+{
+    int err;
+
+    if (env == NULL) {
+        return GW_EINVAL;
+    }
+    memset(env, 0, sizeof(*env));
+    err = gw_json_object_parse(buf, len, max_len, &env->root);
+    if (err == 0) {
         err = read_header(env);
     }
     if (err != 0) {

@@ -50,6 +50,15 @@ struct gw_envelope {
 };
 
 /*
+ * The checks of gw_envelope_parse() short of the envelope header: a
+ * bounded, UTF-8, well-nested JSON object and nothing else. *out is the
+ * caller's to cJSON_Delete(). Returns 0, GW_EINVAL, GW_ETOOBIG, GW_EUTF8
+ * or GW_EMALFORMED (then *out is NULL).
+ */
+GW_MUST_CHECK int gw_json_object_parse(const char *buf, size_t len,
+                                       size_t max_len, cJSON **out);
+
+/*
  * Parses one message from buf[0..len) (no NUL needed). Order of checks:
  * len > max_len -> GW_ETOOBIG; not UTF-8 -> GW_EUTF8; nesting deeper than
  * GW_ENVELOPE_MAX_DEPTH, NUL bytes, control characters other than JSON

@@ -91,6 +91,7 @@ struct gw_config {
         int backend_hello_timeout_ms;
         int udp_idle_timeout_ms;
         int max_message_bytes;
+        int tts_start_guard_ms; /* downlink held after a tts start */
     } limits;
     struct {
         enum gw_log_level level;

@@ -312,6 +312,10 @@ static const struct gw_config_key limits_keys[] = {
             120000, 1000, 3600000),
     KEY_INT("max_message_bytes", LIM(max_message_bytes), GW_CF_RELOAD, 8192,
             256, 65536),
+    /* See session.c: the tts start goes through the broker, the audio
+     * behind it does not and must not overtake it. */
+    KEY_INT("tts_start_guard_ms", LIM(tts_start_guard_ms), GW_CF_RELOAD, 40, 0,
+            1000),
 };
 static const struct gw_config_table limits_table =
     TABLE("limits", limits_keys, 0);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/presence.h"
 #include "codec/topic.h"
 #include "gateway/log.h"
 
@@ -24,6 +25,7 @@ static const char *const refusal_names[GW_REFUSE_COUNT_] = {
     [GW_REFUSE_NO_ROUTE] = "no_route",
     [GW_REFUSE_LIMIT] = "max_sessions",
     [GW_REFUSE_BACKEND] = "backend_message",
+    [GW_REFUSE_PRESENCE] = "presence",
 };
 
 const char *gw_refusal_name(enum gw_refusal why)
@@ -156,6 +158,63 @@ static void on_orphan_message(struct gw_instance *inst, const char *client_id,
                         env->session_id != NULL ? env->session_id : "");
 }
 
+/*
+ * Presence from the broker side (DESIGN.md section 2). A device that goes
+ * offline takes its session with it at once: its UDP would otherwise be
+ * waited for until the idle timeout. Nobody is left to hear a goodbye.
+ */
+static void on_presence(struct gw_instance *inst, const char *client_id,
+                        const char *subject, const uint8_t *payload, size_t len)
+{
+    struct gw_presence p;
+    struct gw_session *s = NULL;
+    int rc = gw_presence_parse((const char *)payload, len, &p);
+
+    if (rc != 0) {
+        refuse(inst, GW_REFUSE_PRESENCE, subject, gw_strerror(rc));
+        return;
+    }
+    rc = gw_presence_table_update(&inst->presence, client_id, &p,
+                                  uv_now(inst->loop));
+    if (rc < 0) {
+        refuse(inst, GW_REFUSE_PRESENCE, subject, gw_strerror(rc));
+        return;
+    }
+    if (rc == GW_PRESENCE_ARRIVED || rc == GW_PRESENCE_RETURNED) {
+        inst->stats.presence_online++;
+        GW_LOG(GW_LOG_DEBUG, subject, "online from %s",
+               p.address[0] != '\0' ? p.address : "an unknown address");
+        return;
+    }
+    if (rc != GW_PRESENCE_LEFT) {
+        return;
+    }
+    inst->stats.presence_offline++;
+    GW_LOG(GW_LOG_DEBUG, subject, "offline");
+    HASH_FIND(hh, inst->sessions, client_id, strlen(client_id), s);
+    if (s != NULL) {
+        gw_session_end(s, GW_END_DEVICE_OFFLINE);
+    }
+}
+
+/* The client id a topic carries under pattern, copied and checked. */
+static bool topic_client_id(const char *pattern, const char *topic,
+                            char out[GW_CLIENT_ID_MAX + 1],
+                            struct gw_client_id *id)
+{
+    const char *cap;
+    size_t cap_len;
+
+    if (pattern == NULL || pattern[0] == '\0' ||
+        gw_topic_capture(pattern, topic, strlen(topic), &cap, &cap_len) != 0 ||
+        cap_len > GW_CLIENT_ID_MAX) {
+        return false;
+    }
+    memcpy(out, cap, cap_len);
+    out[cap_len] = '\0';
+    return gw_client_id_parse(out, cap_len, id) == 0;
+}
+
 static void on_mqtt_message(struct gw_mqtt_link *link, const char *topic,
                             const uint8_t *payload, size_t len, void *arg)
 {
@@ -165,26 +224,21 @@ static void on_mqtt_message(struct gw_mqtt_link *link, const char *topic,
     char subject[GW_CLIENT_ID_MAX + 8];
     struct gw_client_id id;
     struct gw_envelope env;
-    const char *cap;
-    size_t cap_len;
 
     (void)link;
-    if (gw_topic_capture(cfg->mqtt.up_topic, topic, strlen(topic), &cap,
-                         &cap_len) != 0 ||
-        cap_len > GW_CLIENT_ID_MAX) {
-        refuse(inst, GW_REFUSE_TOPIC, "mqtt", "not a device up topic");
-        return;
-    }
-    memcpy(client_id, cap, cap_len);
-    client_id[cap_len] = '\0';
-    int rc = gw_client_id_parse(client_id, cap_len, &id);
-    if (rc != 0) {
-        refuse(inst, GW_REFUSE_TOPIC, "mqtt", "client id is not a device id");
+    if (!topic_client_id(cfg->mqtt.up_topic, topic, client_id, &id)) {
+        if (topic_client_id(cfg->mqtt.presence_topic, topic, client_id, &id)) {
+            snprintf(subject, sizeof(subject), "dev=%s", client_id);
+            on_presence(inst, client_id, subject, payload, len);
+            return;
+        }
+        refuse(inst, GW_REFUSE_TOPIC, "mqtt",
+               "not a device topic, or its client id is not a device id");
         return;
     }
     snprintf(subject, sizeof(subject), "dev=%s", client_id);
-    rc = gw_envelope_parse((const char *)payload, len,
-                           (size_t)cfg->limits.max_message_bytes, &env);
+    int rc = gw_envelope_parse((const char *)payload, len,
+                               (size_t)cfg->limits.max_message_bytes, &env);
     if (rc != 0) {
         refuse(inst, refusal_of(rc), subject, gw_strerror(rc));
         return;
@@ -193,7 +247,7 @@ static void on_mqtt_message(struct gw_mqtt_link *link, const char *topic,
         on_device_hello(inst, client_id, &id, &env, subject);
     } else {
         struct gw_session *s = NULL;
-        HASH_FIND(hh, inst->sessions, client_id, cap_len, s);
+        HASH_FIND(hh, inst->sessions, client_id, strlen(client_id), s);
         if (s != NULL) {
             gw_session_on_device_message(s, &env, (const char *)payload, len);
         } else {
@@ -205,12 +259,19 @@ static void on_mqtt_message(struct gw_mqtt_link *link, const char *topic,
 
 static void on_mqtt_state(struct gw_mqtt_link *link, bool up, void *arg)
 {
+    struct gw_instance *inst = arg;
+
     (void)link;
-    (void)arg;
     /* Sessions keep streaming audio while the broker is away; messages
      * to devices in the meantime are dropped (QoS 0) and counted. */
     gw_log(up ? GW_LOG_INFO : GW_LOG_WARN, "mqtt", "broker link %s",
            up ? "up" : "down");
+    if (up) {
+        /* The new subscription brings the retained presence of every
+         * device again; what was learned before may be stale (a broker
+         * restart forgets its connections). */
+        gw_presence_table_clear(&inst->presence);
+    }
 }
 
 static void on_uplink(struct gw_udp_peer *peer, uint32_t timestamp,
@@ -225,7 +286,7 @@ static void on_uplink(struct gw_udp_peer *peer, uint32_t timestamp,
 static int start_mqtt(struct gw_instance *inst)
 {
     const struct gw_config *cfg = inst->hold->cfg;
-    const char *topics[] = {cfg->mqtt.up_topic};
+    const char *topics[] = {cfg->mqtt.up_topic, cfg->mqtt.presence_topic};
     struct gw_mqtt_link_options opts = {
         .host = cfg->mqtt.host,
         .port = cfg->mqtt.port,
@@ -238,7 +299,7 @@ static int start_mqtt(struct gw_instance *inst)
         .cert_file = cfg->mqtt.tls.cert_file,
         .key_file = cfg->mqtt.tls.key_file,
         .topics = topics,
-        .n_topics = 1,
+        .n_topics = cfg->mqtt.presence_topic[0] != '\0' ? 2 : 1,
         .on_message = on_mqtt_message,
         .on_state = on_mqtt_state,
         .arg = inst,
@@ -316,6 +377,7 @@ fail:
         gw_backend_ws_close(inst->bws, NULL, NULL);
     }
     gw_instance_release_config(inst, inst->hold);
+    gw_presence_table_clear(&inst->presence);
     free(inst);
     return rc;
 }
@@ -329,6 +391,7 @@ static void maybe_finish(struct gw_instance *inst)
     if (inst->stop_cb != NULL) {
         inst->stop_cb(inst, inst->stop_arg);
     }
+    gw_presence_table_clear(&inst->presence);
     free(inst);
 }
 
@@ -433,9 +496,10 @@ void gw_instance_log_stats(const struct gw_instance *inst)
     struct gw_udp_audio_stats us;
 
     n += (size_t)snprintf(line + n, sizeof(line) - n,
-                          "sessions=%u started=%llu relayed_up=%llu "
-                          "relayed_down=%llu audio_up=%llu audio_down=%llu",
-                          HASH_COUNT(inst->sessions),
+                          "sessions=%u online=%u started=%llu "
+                          "relayed_up=%llu relayed_down=%llu audio_up=%llu "
+                          "audio_down=%llu",
+                          HASH_COUNT(inst->sessions), inst->presence.count,
                           (unsigned long long)inst->stats.sessions_started,
                           (unsigned long long)inst->stats.device_messages,
                           (unsigned long long)inst->stats.backend_messages,

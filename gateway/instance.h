@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "gateway/backend_ws.h"
 #include "gateway/mqtt_link.h"
+#include "gateway/presence.h"
 #include "gateway/session.h"
 #include "gateway/udp_audio.h"
 
@@ -28,6 +29,7 @@ enum gw_refusal {
     GW_REFUSE_NO_ROUTE,  /* no route matches the device */
     GW_REFUSE_LIMIT,     /* limits.max_sessions reached */
     GW_REFUSE_BACKEND,   /* bad message from a backend */
+    GW_REFUSE_PRESENCE,  /* a presence message that does not parse */
     GW_REFUSE_COUNT_
 };
 
@@ -42,6 +44,8 @@ struct gw_instance_stats {
     uint64_t uplink_audio;     /* packets device -> backend */
     uint64_t downlink_audio;   /* packets backend -> device (queued) */
     uint64_t no_session_goodbyes;
+    uint64_t presence_online;  /* devices that came online */
+    uint64_t presence_offline; /* devices that went offline */
 };
 
 /*
@@ -59,9 +63,10 @@ struct gw_instance {
     struct gw_mqtt_link *mqtt;
     struct gw_udp_audio *udp;
     struct gw_backend_ws *bws;
-    struct gw_session *sessions; /* uthash by client id: live ones only */
-    size_t n_alive;              /* allocated sessions, closing included */
-    uv_timer_t drain_timer;      /* bounds the shutdown drain */
+    struct gw_session *sessions;       /* uthash by client id: live ones only */
+    struct gw_presence_table presence; /* devices the broker says are on */
+    size_t n_alive;         /* allocated sessions, closing included */
+    uv_timer_t drain_timer; /* bounds the shutdown drain */
     bool stopping;
     int parts_open; /* subsystems still closing */
     void (*stop_cb)(struct gw_instance *inst, void *arg);

@@ -21,12 +21,6 @@
 #define SERVER_HELLO_MAX 1024
 /* Devices cap incoming payloads at 8192 bytes (PROTOCOL.md section 2). */
 #define DEVICE_PAYLOAD_MAX 8192
-/*
- * The device plays downlink only after "tts start", which travels through
- * the broker while audio comes straight over UDP: audio right behind it
- * would overtake it and be discarded. Well under one 60 ms frame.
- */
-#define TTS_START_GUARD_MS 40
 
 static const char *const end_names[GW_END_COUNT_] = {
     [GW_END_DEVICE_GOODBYE] = "device goodbye",
@@ -35,6 +29,7 @@ static const char *const end_names[GW_END_COUNT_] = {
     [GW_END_BACKEND_UNAVAILABLE] = "backend unavailable",
     [GW_END_BACKEND_HELLO_TIMEOUT] = "backend hello timeout",
     [GW_END_UDP_IDLE] = "udp idle timeout",
+    [GW_END_DEVICE_OFFLINE] = "device offline",
     [GW_END_REPLACED] = "replaced by a new hello",
     [GW_END_SHUTDOWN] = "shutdown",
     [GW_END_ERROR] = "local error",
@@ -185,8 +180,16 @@ static void relay_to_device(struct gw_session *s, const char *text, size_t len)
     } else {
         inst->stats.backend_messages++;
         (void)gw_instance_publish_device(inst, s->client_id, text, len);
+        /*
+         * The device plays downlink only after "tts start", which travels
+         * through the broker while audio comes straight over UDP: audio
+         * right behind it would overtake it and be discarded. The hold
+         * (limits.tts_start_guard_ms, default 40: under one 60 ms frame)
+         * gives the broker that head start.
+         */
         if (env.kind == GW_MSG_TTS && is_tts_start(&env)) {
-            gw_udp_peer_hold(&s->udp, TTS_START_GUARD_MS);
+            gw_udp_peer_hold(&s->udp,
+                             (uint64_t)s->hold->cfg->limits.tts_start_guard_ms);
         }
     }
     gw_envelope_free(&env);
@@ -290,6 +293,15 @@ static const struct gw_backend_events ws_events = {
     .on_close = on_ws_close,
 };
 
+/* The device's address as the broker saw it, for x-forwarded-for. */
+static const char *forwarded_for(const struct gw_session *s)
+{
+    const struct gw_presence_entry *e =
+        gw_presence_table_find(&s->inst->presence, s->client_id);
+
+    return e != NULL && e->address[0] != '\0' ? e->address : NULL;
+}
+
 /* Opens the next backend of the route; ends the session when none is left. */
 static void try_next_backend(struct gw_session *s)
 {
@@ -304,7 +316,7 @@ static void try_next_backend(struct gw_session *s)
             .device_id = s->id.mac,
             .client_id = s->id.uuid_len > 0 ? s->id.uuid
                                             : GW_CREDENTIAL_DEFAULT_CLIENT_ID,
-            .forwarded_for = NULL,
+            .forwarded_for = forwarded_for(s),
             .log_subject = s->subject,
             .max_message_bytes = (size_t)cfg->limits.max_message_bytes,
         };
@@ -481,12 +493,13 @@ void gw_session_end(struct gw_session *s, enum gw_session_end why)
         gw_udp_peer_stop(&s->udp);
     }
     /*
-     * The device is told, with the id it knows, unless it left first or a
-     * newer hello of its own replaced this session (a goodbye then could
-     * end the new conversation on firmware older than 2.3).
+     * The device is told, with the id it knows, unless it left first, is
+     * gone from the broker (nobody would receive it), or a newer hello
+     * of its own replaced this session (a goodbye then could end the new
+     * conversation on firmware older than 2.3).
      */
     if (why != GW_END_DEVICE_GOODBYE && why != GW_END_REPLACED &&
-        why != GW_END_BACKEND_GOODBYE) {
+        why != GW_END_BACKEND_GOODBYE && why != GW_END_DEVICE_OFFLINE) {
         gw_instance_goodbye(inst, s->client_id, s->session_id);
     }
     if (s->ws != NULL) {

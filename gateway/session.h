@@ -36,10 +36,11 @@ enum gw_session_end {
     GW_END_BACKEND_GOODBYE,     /* the backend sent a goodbye */
     GW_END_BACKEND_UNAVAILABLE, /* no backend of the route connected */
     GW_END_BACKEND_HELLO_TIMEOUT,
-    GW_END_UDP_IDLE, /* no uplink audio for udp_idle_timeout_ms */
-    GW_END_REPLACED, /* a newer hello from the same device */
-    GW_END_SHUTDOWN, /* the gateway is stopping */
-    GW_END_ERROR,    /* a local failure (memory, crypto) */
+    GW_END_UDP_IDLE,       /* no uplink audio for udp_idle_timeout_ms */
+    GW_END_DEVICE_OFFLINE, /* the broker says the device disconnected */
+    GW_END_REPLACED,       /* a newer hello from the same device */
+    GW_END_SHUTDOWN,       /* the gateway is stopping */
+    GW_END_ERROR,          /* a local failure (memory, crypto) */
     GW_END_COUNT_
 };
 

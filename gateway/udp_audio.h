@@ -119,7 +119,7 @@ struct gw_udp_peer {
     uint32_t tx_seq;            /* last downlink sequence sent */
     union gw_udp_addr addr;     /* the device, once learned */
     bool has_addr;              /* addr is valid */
-    /* A new address under trial (see the move rule in udp_audio.c). */
+    /* A new address under trial (see the move rule in udp_uplink.c). */
     union gw_udp_addr candidate;
     bool has_candidate;          /* candidate is valid */
     uint32_t candidate_seq;      /* its last in-order sequence */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up the machine, builds hybridgw and runs one real conversation on
-# 127.0.0.1: a mosquitto broker, the gateway, a mock xiaozhi backend and a
-# simulated device (hello, listen, audio up, stt, tts with audio down,
+# 127.0.0.1: a mosquitto broker with the hybridgw plugin, the gateway, a
+# mock xiaozhi backend and a simulated stock device (hello, listen, audio up, stt, tts with audio down,
 # goodbye). Prints the device's transcript with per-step latency, stops
 # everything it started, and exits 0 when the conversation succeeded.
 set -euo pipefail
@@ -20,18 +20,29 @@ broker_port=$("$sim" free-port)
 backend_port=$("$sim" free-port)
 udp_port=$("$sim" free-port --udp)
 
+# Debian's mosquitto with the hybridgw plugin (broker/): device logins
+# with the xiaozhi password scheme, device-server rewritten to
+# devices/<client_id>/up, downlink delivered without a subscription,
+# presence for the gateway. The key and the gateway password are demo
+# values; a deployment sets its own.
+device_key=demo-device-key
+gw_password=demo-gateway-secret
 cat >"$tmp/mosquitto.conf" <<EOF
 listener $broker_port 127.0.0.1
-allow_anonymous true
+allow_anonymous false
 persistence false
 set_tcp_nodelay true
 log_dest stderr
 log_type information
+plugin $PWD/build/plain/broker/hybridgw_broker.so
+plugin_opt_device_key $device_key
+plugin_opt_gateway_username hybridgw
+plugin_opt_gateway_password $gw_password
 EOF
 mosquitto -c "$tmp/mosquitto.conf" 2>"$tmp/mosquitto.log" &
 GW_PIDS+=($!)
 wait_for "$tmp/mosquitto.log" "listen socket on port $broker_port"
-echo "demo: mosquitto on 127.0.0.1:$broker_port"
+echo "demo: mosquitto with the hybridgw plugin on 127.0.0.1:$broker_port"
 
 "$sim" backend --listen "127.0.0.1:$backend_port" --events "$tmp/backend.events" \
     --turn-frames 20 --tts-frames 15 2>"$tmp/backend.log" &
@@ -42,7 +53,8 @@ echo "demo: mock backend on ws://127.0.0.1:$backend_port/xiaozhi/v1/"
 cat >"$tmp/hybridgw.json" <<EOF
 {
   "instance": "demo",
-  "mqtt": { "host": "127.0.0.1", "port": $broker_port },
+  "mqtt": { "host": "127.0.0.1", "port": $broker_port,
+            "username": "hybridgw", "password": "$gw_password" },
   "udp": { "bind": "127.0.0.1", "port": $udp_port, "public_host": "127.0.0.1" },
   "backends": [ { "name": "mock",
     "url": "ws://127.0.0.1:$backend_port/xiaozhi/v1/?from=mqtt_gateway" } ],
@@ -59,9 +71,9 @@ echo "demo: gateway subscribed, audio on udp 127.0.0.1:$udp_port"
 echo
 echo "== the device's side of the conversation"
 status=0
-"$sim" device --broker "127.0.0.1:$broker_port" --subscribing \
-    --publish-topic 'devices/{client_id}/up' --turns 1 --frames 20 ||
-    status=$?
+# A stock device: it publishes to device-server and never subscribes.
+"$sim" device --broker "127.0.0.1:$broker_port" --key "$device_key" \
+    --turns 1 --frames 20 || status=$?
 
 echo
 echo "== the gateway's log"

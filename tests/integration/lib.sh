@@ -115,14 +115,18 @@ start_backend() {
 }
 
 # write_gateway_config FILE [EXTRA_JSON_MEMBERS]: a config for the broker
-# and backend started above, UDP on a free port.
+# and backend started above, UDP on a free port; the broker account is
+# GW_MQTT_USER / GW_MQTT_PASS when set.
 write_gateway_config() {
-    local file=$1 extra=${2:-}
+    local file=$1 extra=${2:-} account=
     GW_UDP_PORT=$(free_port --udp)
+    if [ -n "${GW_MQTT_USER:-}" ]; then
+        account=", \"username\": \"$GW_MQTT_USER\", \"password\": \"$GW_MQTT_PASS\""
+    fi
     cat >"$file" <<JSON
 {
   "instance": "test",
-  "mqtt": { "host": "127.0.0.1", "port": $BROKER_PORT, "keepalive": 10 },
+  "mqtt": { "host": "127.0.0.1", "port": $BROKER_PORT, "keepalive": 10$account },
   "udp": { "bind": "127.0.0.1", "port": $GW_UDP_PORT,
            "public_host": "127.0.0.1" },
   "backends": [ { "name": "mock",
@@ -163,4 +167,40 @@ gateway_stats() {
         sleep 0.05
     done
     return 1
+}
+
+# ---- the broker plugin ----
+# Callers set PLUGIN (the built hybridgw_broker.so) first.
+PLUGIN_KEY=it-device-key
+PLUGIN_GW_USER=hybridgw
+PLUGIN_GW_PASS=gateway-secret
+
+# start_plugin_broker NAME: mosquitto loading the plugin (device key
+# PLUGIN_KEY, gateway account PLUGIN_GW_USER/PASS); sets BROKER_PORT,
+# BROKER_PID, and GW_MQTT_USER/PASS for write_gateway_config.
+start_plugin_broker() {
+    local name=$1
+    BROKER_PORT=$(free_port)
+    cat >"$GW_TEST_TMP/$name.conf" <<CONF
+listener $BROKER_PORT 127.0.0.1
+allow_anonymous false
+persistence false
+set_tcp_nodelay true
+log_dest stderr
+log_type all
+plugin $PLUGIN
+plugin_opt_device_key $PLUGIN_KEY
+plugin_opt_gateway_username $PLUGIN_GW_USER
+plugin_opt_gateway_password $PLUGIN_GW_PASS
+CONF
+    mosquitto -c "$GW_TEST_TMP/$name.conf" >>"$GW_TEST_TMP/$name.log" 2>&1 &
+    BROKER_PID=$!
+    GW_MQTT_USER=$PLUGIN_GW_USER
+    GW_MQTT_PASS=$PLUGIN_GW_PASS
+    wait_for_line "$GW_TEST_TMP/$name.log" "Opening ipv4 listen socket on port $BROKER_PORT" 10
+}
+
+# jq_is JSON FILTER EXPECTED: true when the filter gives EXPECTED.
+jq_is() {
+    [ "$(jq -r "$2" <<<"$1")" = "$3" ]
 }

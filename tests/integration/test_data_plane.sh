@@ -69,10 +69,6 @@ backend_event() {
         grep "\"ev\":\"$ev\"" "$file" | grep "\"sid\":\"$sid\"" | tail -n 1
 }
 
-jq_is() { # JSON FILTER EXPECTED
-    [ "$(jq -r "$2" <<<"$1")" = "$3" ]
-}
-
 echo "# 1. a whole conversation, audio bit-exact both ways"
 new_id GID_test
 r=$(device "$ID" --turns 1 --fast)

@@ -1,0 +1,79 @@
+/* Presence payloads from the broker side; see presence.h. */
+#include "codec/presence.h"
+
+#include <arpa/inet.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "codec/envelope.h"
+
+#define MAX_SAFE_INTEGER 9007199254740991.0 /* 2^53 - 1: exact in a double */
+
+static bool ip_literal(const char *s)
+{
+    unsigned char addr[sizeof(struct in6_addr)];
+
+    return inet_pton(AF_INET, s, addr) == 1 ||
+           inet_pton(AF_INET6, s, addr) == 1;
+}
+
+static int read_presence(const cJSON *root, struct gw_presence *out)
+{
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(root, "state");
+    const cJSON *address = cJSON_GetObjectItemCaseSensitive(root, "address");
+    const cJSON *conn = cJSON_GetObjectItemCaseSensitive(root, "conn");
+
+    if (!cJSON_IsString(state)) {
+        return GW_EPROTO;
+    }
+    if (strcmp(state->valuestring, "online") == 0) {
+        out->online = true;
+    } else if (strcmp(state->valuestring, "offline") != 0) {
+        return GW_EPROTO;
+    }
+    if (address != NULL) {
+        if (!cJSON_IsString(address) ||
+            strlen(address->valuestring) > GW_PRESENCE_ADDRESS_MAX ||
+            !ip_literal(address->valuestring)) {
+            return GW_EPROTO;
+        }
+        strcpy(out->address, address->valuestring);
+    }
+    if (conn != NULL) {
+        double v = conn->valuedouble;
+        if (!cJSON_IsNumber(conn) || !(v >= 0 && v <= MAX_SAFE_INTEGER) ||
+            v != (double)(uint64_t)v) {
+            return GW_EPROTO;
+        }
+        out->has_conn = true;
+        out->conn = (uint64_t)v;
+    }
+    return 0;
+}
+
+int gw_presence_parse(const char *buf, size_t len, struct gw_presence *out)
+{
+    cJSON *root = NULL;
+    int err;
+
+    if (out == NULL) {
+        return GW_EINVAL;
+    }
+    memset(out, 0, sizeof(*out));
+    if (buf == NULL && len != 0) {
+        return GW_EINVAL;
+    }
+    if (len == 0) {
+        return 0; /* a cleared retained message: offline */
+    }
+    err = gw_json_object_parse(buf, len, GW_PRESENCE_MAX_LEN, &root);
+    if (err == 0) {
+        err = read_presence(root, out);
+    }
+    cJSON_Delete(root);
+    if (err != 0) {
+        memset(out, 0, sizeof(*out));
+    }
+    return err;
+}

@@ -1,0 +1,322 @@
+/*
+ * A backend connection's traffic: pooled send buffers, the send queue and
+ * the direct write that skips it, and incoming messages reassembled from
+ * lws's pieces and unframed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <libwebsockets.h>
+
+#include "gateway/backend_ws_int.h"
+#include "gateway/log.h"
+
+#define TX_MAX_MSGS  256
+#define TX_MAX_BYTES (1024 * 1024)
+#define POOL_KEEP    8 /* spare buffers kept per connection */
+/* Pooled buffers fit any audio frame and most JSON messages. */
+#define POOL_PAYLOAD                                                           \
+    (GW_AUDIO_FRAME_MAX_HEADER_LEN + GW_AUDIO_FRAME_MAX_PAYLOAD)
+
+/* ---- buffers ---------------------------------------------------------- */
+
+static struct tx_msg *msg_get(struct gw_backend_conn *conn, size_t len)
+{
+    struct tx_msg *msg;
+
+    if (len <= POOL_PAYLOAD && conn->spare != NULL) {
+        msg = conn->spare;
+        conn->spare = msg->next;
+        conn->spare_count--;
+    } else {
+        size_t cap = len <= POOL_PAYLOAD ? POOL_PAYLOAD : len;
+        msg = malloc(sizeof(*msg) + LWS_PRE + cap);
+        if (msg == NULL) {
+            return NULL;
+        }
+        msg->cap = cap;
+    }
+    msg->next = NULL;
+    msg->len = 0;
+    return msg;
+}
+
+static void msg_put(struct gw_backend_conn *conn, struct tx_msg *msg)
+{
+    if (msg->cap == POOL_PAYLOAD && conn->spare_count < POOL_KEEP) {
+        msg->next = conn->spare;
+        conn->spare = msg;
+        conn->spare_count++;
+        return;
+    }
+    free(msg);
+}
+
+static void msg_list_free(struct tx_msg *msg)
+{
+    while (msg != NULL) {
+        struct tx_msg *next = msg->next;
+        free(msg);
+        msg = next;
+    }
+}
+
+void gw_backend_io_release(struct gw_backend_conn *conn)
+{
+    msg_list_free(conn->tx_head);
+    msg_list_free(conn->spare);
+    free(conn->rx_buf);
+}
+
+/* ---- receiving -------------------------------------------------------- */
+
+static void deliver(struct gw_backend_conn *conn, const uint8_t *buf,
+                    size_t len, bool binary)
+{
+    struct gw_backend_ws *bws = conn->bws;
+    const uint8_t *opus;
+    size_t opus_len;
+    uint32_t ts;
+
+    if (!binary) {
+        bws->stats.rx_text++;
+        if (conn->ev.on_text != NULL) {
+            conn->ev.on_text(conn, (const char *)buf, len, conn->owner);
+        }
+        return;
+    }
+    int rc =
+        gw_audio_frame_decode(conn->framing, buf, len, &ts, &opus, &opus_len);
+    if (rc != 0) {
+        bws->stats.rx_bad_frames++;
+        conn->bad_frames++;
+        /* 1st, 2nd, 4th, 8th...: a broken backend cannot flood the log. */
+        if ((conn->bad_frames & (conn->bad_frames - 1)) == 0) {
+            GW_LOG(GW_LOG_DEBUG, conn->subject,
+                   "backend %s: dropped binary message of %zu bytes: %s "
+                   "(%llu so far)",
+                   conn->name, len, gw_strerror(rc),
+                   (unsigned long long)conn->bad_frames);
+        }
+        return;
+    }
+    bws->stats.rx_audio++;
+    if (conn->ev.on_audio != NULL) {
+        conn->ev.on_audio(conn, ts, opus, opus_len, conn->owner);
+    }
+}
+
+int gw_backend_on_receive(struct gw_backend_conn *conn, struct lws *wsi,
+                          const uint8_t *in, size_t len)
+{
+    bool first = lws_is_first_fragment(wsi);
+    bool final = lws_is_final_fragment(wsi);
+
+    if (conn->state != CONN_OPEN) {
+        return 0; /* closing: the owner has stopped listening */
+    }
+    if (first) {
+        conn->rx_len = 0;
+        conn->rx_binary = lws_frame_is_binary(wsi);
+    }
+    if (len > conn->max_message - conn->rx_len) {
+        gw_backend_set_reason(conn, "message too big");
+        conn->close_requested = true;
+        conn->state = CONN_CLOSING;
+        uv_timer_start(&conn->timer, gw_backend_on_timer, CLOSE_LINGER_MS, 0);
+        gw_backend_close_with(conn, wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE);
+        return 0;
+    }
+    if (first && final) {
+        deliver(conn, in, len, conn->rx_binary); /* the common case: no copy */
+        return 0;
+    }
+    if (conn->rx_len + len > conn->rx_cap) {
+        size_t cap = conn->rx_cap > 0 ? conn->rx_cap * 2 : RX_CHUNK * 2;
+        while (cap < conn->rx_len + len) {
+            cap *= 2;
+        }
+        cap = cap < conn->max_message ? cap : conn->max_message;
+        uint8_t *grown = realloc(conn->rx_buf, cap);
+        if (grown == NULL) {
+            gw_backend_set_reason(conn, "out of memory");
+            return -1;
+        }
+        conn->rx_buf = grown;
+        conn->rx_cap = cap;
+    }
+    memcpy(conn->rx_buf + conn->rx_len, in, len);
+    conn->rx_len += len;
+    if (final) {
+        size_t n = conn->rx_len;
+        conn->rx_len = 0;
+        deliver(conn, conn->rx_buf, n, conn->rx_binary);
+    }
+    return 0;
+}
+
+/*
+ * Hands one message to lws and recycles its buffer. lws keeps whatever
+ * the socket does not take and sends it first, before any later write.
+ */
+static int write_msg(struct gw_backend_conn *conn, struct lws *wsi,
+                     struct tx_msg *msg)
+{
+    size_t len = msg->len;
+    int n = lws_write(wsi, msg->buf + LWS_PRE, len,
+                      msg->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+
+    if (msg->binary) {
+        conn->bws->stats.tx_audio++;
+    } else {
+        conn->bws->stats.tx_text++;
+    }
+    msg_put(conn, msg);
+    if (n < 0 || (size_t)n < len) {
+        gw_backend_set_reason(conn, "write failed");
+        return -1;
+    }
+    return 0;
+}
+
+/* One message per writable event; the close frame goes after the last. */
+int gw_backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi)
+{
+    struct tx_msg *msg = conn->tx_head;
+
+    if (msg == NULL) {
+        if (conn->state == CONN_CLOSING && !conn->close_sent) {
+            gw_backend_close_with(conn, wsi, LWS_CLOSE_STATUS_NORMAL);
+        }
+        return 0;
+    }
+    conn->tx_head = msg->next;
+    if (conn->tx_head == NULL) {
+        conn->tx_tail = NULL;
+    }
+    conn->tx_count--;
+    conn->tx_bytes -= msg->len;
+    if (write_msg(conn, wsi, msg) < 0) {
+        return -1;
+    }
+    if (conn->tx_head != NULL || conn->state == CONN_CLOSING) {
+        lws_callback_on_writable(wsi);
+    }
+    return 0;
+}
+
+/* ---- sending ---------------------------------------------------------- */
+
+/* Reserves a queue slot for len bytes, or counts a drop. */
+static int queue_reserve(struct gw_backend_conn *conn, size_t len,
+                         struct tx_msg **out)
+{
+    if (conn->close_requested || conn->state == CONN_DONE) {
+        return GW_EPROTO;
+    }
+    if (conn->tx_count >= TX_MAX_MSGS || len > TX_MAX_BYTES - conn->tx_bytes) {
+        conn->bws->stats.tx_dropped++;
+        return GW_ELIMIT;
+    }
+    *out = msg_get(conn, len);
+    return *out != NULL ? 0 : GW_ENOMEM;
+}
+
+/*
+ * Whether a message may go to lws at once instead of through a writable
+ * callback. Asking lws for a writable callback per message costs two
+ * epoll_ctl calls each way on the libuv backend (uv_poll_start re-arms
+ * the descriptor) plus a loop turn, several times the write itself; so
+ * when nothing is queued before it, the socket took everything so far
+ * and no lws callback is running (lws does not expect writes from inside
+ * its service), the message is written right away. Anything lws could
+ * not send stays in its own buffer, lws_partial_buffered() says so, and
+ * later messages then queue here behind it, bounded as before.
+ */
+static bool can_write_now(const struct gw_backend_conn *conn)
+{
+    return conn->state == CONN_OPEN && conn->tx_head == NULL &&
+           conn->bws->in_lws == 0 && !lws_partial_buffered(conn->wsi);
+}
+
+static void queue_push(struct gw_backend_conn *conn, struct tx_msg *msg)
+{
+    if (can_write_now(conn)) {
+        if (write_msg(conn, conn->wsi, msg) < 0) {
+            /* Not inside a callback, so it cannot return -1: lws closes
+             * the connection from its loop, and on_close follows. */
+            lws_set_timeout(conn->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT,
+                            LWS_TO_KILL_ASYNC);
+        }
+        return;
+    }
+    if (conn->tx_tail != NULL) {
+        conn->tx_tail->next = msg;
+    } else {
+        conn->tx_head = msg;
+    }
+    conn->tx_tail = msg;
+    conn->tx_count++;
+    conn->tx_bytes += msg->len;
+    /*
+     * A non-empty queue always has a write request pending (on_writeable
+     * renews it; on_established makes the first after connecting), so
+     * only the first message of an empty queue asks.
+     */
+    if (conn->state == CONN_OPEN && conn->tx_count == 1) {
+        lws_callback_on_writable(conn->wsi);
+    }
+}
+
+int gw_backend_conn_send_text(struct gw_backend_conn *conn, const char *text,
+                              size_t len)
+{
+    struct tx_msg *msg;
+    int rc;
+
+    if (conn == NULL || (text == NULL && len > 0)) {
+        return GW_EINVAL;
+    }
+    rc = queue_reserve(conn, len, &msg);
+    if (rc != 0) {
+        return rc;
+    }
+    if (len > 0) {
+        memcpy(msg->buf + LWS_PRE, text, len);
+    }
+    msg->len = len;
+    msg->binary = false;
+    queue_push(conn, msg);
+    return 0;
+}
+
+int gw_backend_conn_send_audio(struct gw_backend_conn *conn, uint32_t timestamp,
+                               const uint8_t *opus, size_t len)
+{
+    struct tx_msg *msg;
+    size_t framed;
+    int rc;
+
+    if (conn == NULL || (opus == NULL && len > 0)) {
+        return GW_EINVAL;
+    }
+    if (len > GW_AUDIO_FRAME_MAX_PAYLOAD) {
+        return GW_ETOOBIG;
+    }
+    rc = queue_reserve(conn, gw_audio_frame_header_len(conn->framing) + len,
+                       &msg);
+    if (rc != 0) {
+        return rc;
+    }
+    /* Header and payload are written straight into the queued buffer. */
+    rc = gw_audio_frame_encode(conn->framing, timestamp, opus, len,
+                               msg->buf + LWS_PRE, msg->cap, &framed);
+    if (rc != 0) {
+        msg_put(conn, msg);
+        return rc;
+    }
+    msg->len = framed;
+    msg->binary = true;
+    queue_push(conn, msg);
+    return 0;
+}

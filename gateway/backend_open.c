@@ -1,0 +1,393 @@
+/*
+ * Opening a backend connection: the url split as configured, the upgrade
+ * headers and the auth scheme, the client vhost of a backend's own CA,
+ * and the connect call itself.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libwebsockets.h>
+
+#include "crypto/credential.h"
+#include "gateway/backend_ws_int.h"
+
+#define DEFAULT_MAX_MESSAGE (64 * 1024)
+#define AUTH_MAX            2048 /* "Bearer <token>" */
+
+/* ---- opening ---------------------------------------------------------- */
+
+/* A url split in place: ws[s]://host[:port][/path][?query]. */
+struct url_parts {
+    bool tls;
+    const char *host; /* without IPv6 brackets */
+    size_t host_len;
+    const char *authority; /* host[:port] as written, for Host */
+    size_t authority_len;
+    int port;
+    const char *path; /* verbatim, may be empty or start with '?' */
+    size_t path_len;
+};
+
+static int parse_port(const char *s, const char *end, int *port)
+{
+    int v = 0;
+
+    if (s == end) {
+        return GW_EINVAL;
+    }
+    for (; s < end; s++) {
+        if (*s < '0' || *s > '9' || v > 6553) {
+            return GW_EINVAL;
+        }
+        v = v * 10 + (*s - '0');
+    }
+    if (v < 1 || v > 65535) {
+        return GW_EINVAL;
+    }
+    *port = v;
+    return 0;
+}
+
+static int parse_url(const char *url, struct url_parts *u)
+{
+    const char *p, *end, *port_sep = NULL;
+
+    if (strncmp(url, "ws://", 5) == 0) {
+        u->tls = false;
+        u->port = 80;
+        p = url + 5;
+    } else if (strncmp(url, "wss://", 6) == 0) {
+        u->tls = true;
+        u->port = 443;
+        p = url + 6;
+    } else {
+        return GW_EINVAL;
+    }
+    end = p + strcspn(p, "/?#");
+    u->authority = p;
+    u->authority_len = (size_t)(end - p);
+    if (memchr(p, '@', u->authority_len) != NULL) {
+        return GW_EINVAL; /* credentials in the url are not supported */
+    }
+    if (*p == '[') {
+        const char *close = memchr(p, ']', u->authority_len);
+        if (close == NULL || (close + 1 != end && close[1] != ':')) {
+            return GW_EINVAL;
+        }
+        u->host = p + 1;
+        u->host_len = (size_t)(close - p - 1);
+        port_sep = close + 1 != end ? close + 1 : NULL;
+    } else {
+        port_sep = memchr(p, ':', u->authority_len);
+        u->host = p;
+        u->host_len =
+            port_sep != NULL ? (size_t)(port_sep - p) : u->authority_len;
+    }
+    if (u->host_len == 0 ||
+        (port_sep != NULL && parse_port(port_sep + 1, end, &u->port) != 0)) {
+        return GW_EINVAL;
+    }
+    /* The path goes out exactly as configured: the xiaozhi server picks
+     * its framing from the query. Only a fragment, never sent, is cut. */
+    u->path = end;
+    u->path_len = strcspn(end, "#");
+    for (size_t i = 0; i < u->path_len; i++) {
+        if ((unsigned char)end[i] <= 0x20 || (unsigned char)end[i] >= 0x7f) {
+            return GW_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* Header values are peer- or config-supplied: no CR, LF or controls. */
+static bool header_safe(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static int make_authorization(const struct gw_backend_connect *params,
+                              const char *client_id, char *out, size_t cap)
+{
+    const struct gw_backend_config *be = params->backend;
+    char token[GW_CREDENTIAL_BACKEND_TOKEN_MAX];
+    int rc;
+
+    switch (be->auth.scheme) {
+    case GW_AUTH_NONE:
+        out[0] = '\0';
+        return 0;
+    case GW_AUTH_BEARER:
+        if (be->auth.token == NULL || be->auth.token[0] == '\0' ||
+            !header_safe(be->auth.token) ||
+            (size_t)snprintf(out, cap, "Bearer %s", be->auth.token) >= cap) {
+            return GW_EINVAL;
+        }
+        return 0;
+    case GW_AUTH_XIAOZHI_HMAC:
+        if (be->auth.secret == NULL) {
+            return GW_EINVAL;
+        }
+        rc = gw_credential_backend_token_make(
+            be->auth.secret, strlen(be->auth.secret), client_id,
+            strlen(client_id), params->device_id, strlen(params->device_id),
+            (int64_t)time(NULL), token, sizeof(token));
+        if (rc != 0) {
+            return rc;
+        }
+        snprintf(out, cap, "Bearer %s", token);
+        return 0;
+    }
+    return GW_EINVAL;
+}
+
+/* Copies n bytes and a NUL to *arena, returns the copy. */
+static const char *arena_put(char **arena, const char *s, size_t n)
+{
+    char *copy = *arena;
+
+    memcpy(copy, s, n);
+    copy[n] = '\0';
+    *arena += n + 1;
+    return copy;
+}
+
+static struct gw_backend_conn *
+conn_create(const struct gw_backend_connect *params, const struct url_parts *u,
+            const char *client_id, const char *authorization)
+{
+    const struct gw_backend_config *be = params->backend;
+    const char *fwd = params->forwarded_for;
+    bool bare = u->path_len == 0 || u->path[0] == '?'; /* needs a '/' */
+    size_t need = strlen(be->name) + strlen(params->device_id) +
+                  strlen(client_id) + (fwd != NULL ? strlen(fwd) : 0) +
+                  strlen(authorization) + u->host_len + u->authority_len +
+                  u->path_len + 1 + 9;
+    struct gw_backend_conn *conn = calloc(1, sizeof(*conn) + need);
+    char *arena;
+
+    if (conn == NULL) {
+        return NULL;
+    }
+    arena = (char *)(conn + 1);
+    conn->name = arena_put(&arena, be->name, strlen(be->name));
+    /* Not copied: the owner updates it once the session has its id. */
+    conn->subject =
+        params->log_subject != NULL ? params->log_subject : "backend";
+    conn->device_id =
+        arena_put(&arena, params->device_id, strlen(params->device_id));
+    conn->client_id = arena_put(&arena, client_id, strlen(client_id));
+    if (fwd != NULL && fwd[0] != '\0') {
+        conn->forwarded_for = arena_put(&arena, fwd, strlen(fwd));
+    }
+    if (authorization[0] != '\0') {
+        conn->authorization =
+            arena_put(&arena, authorization, strlen(authorization));
+    }
+    conn->address = arena_put(&arena, u->host, u->host_len);
+    conn->host = arena_put(&arena, u->authority, u->authority_len);
+    /* A url with no path, or only a query, still needs the leading '/'. */
+    conn->path = arena;
+    if (bare) {
+        *arena++ = '/';
+    }
+    memcpy(arena, u->path, u->path_len);
+    arena[u->path_len] = '\0';
+    conn->port = u->port;
+    conn->tls = u->tls;
+    conn->framing = be->framing;
+    conn->connect_timeout_ms =
+        be->connect_timeout_ms > 0 ? be->connect_timeout_ms : 5000;
+    conn->max_message = params->max_message_bytes > 0
+                            ? params->max_message_bytes
+                            : DEFAULT_MAX_MESSAGE;
+    return conn;
+}
+
+/* The client vhost trusting ca_file, created on first use. */
+static struct lws_vhost *ca_vhost(struct gw_backend_ws *bws,
+                                  const char *ca_file)
+{
+    struct lws_context_creation_info info;
+    struct ca_vhost *ca;
+
+    for (ca = bws->ca; ca != NULL; ca = ca->next) {
+        if (strcmp(ca->path, ca_file) == 0) {
+            return ca->vh;
+        }
+    }
+    ca = calloc(1, sizeof(*ca) + strlen(ca_file) + 1);
+    if (ca == NULL) {
+        return NULL;
+    }
+    strcpy(ca->path, ca_file);
+    snprintf(ca->name, sizeof(ca->name), "ca-%u", bws->n_ca);
+    memset(&info, 0, sizeof(info));
+    info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+    info.port = CONTEXT_PORT_NO_LISTEN;
+    info.protocols = gw_backend_protocols;
+    info.vhost_name = ca->name;
+    info.client_ssl_ca_filepath = ca->path;
+    info.connect_timeout_secs = LWS_STAGE_TIMEOUT_S;
+    ca->vh = lws_create_vhost(bws->ctx, &info);
+    if (ca->vh == NULL) {
+        free(ca);
+        return NULL;
+    }
+    ca->next = bws->ca;
+    bws->ca = ca;
+    bws->n_ca++;
+    return ca->vh;
+}
+
+static void conn_start(struct gw_backend_conn *conn, struct lws_vhost *vh)
+{
+    struct gw_backend_ws *bws = conn->bws;
+    struct lws_client_connect_info ci;
+
+    memset(&ci, 0, sizeof(ci));
+    ci.context = bws->ctx;
+    ci.vhost = vh;
+    ci.address = conn->address;
+    ci.port = conn->port;
+    ci.path = conn->path;
+    ci.host = conn->host;
+    ci.ssl_connection = conn->tls ? LCCSCF_USE_SSL : 0;
+    ci.local_protocol_name = PROTOCOL_NAME;
+    ci.userdata = conn;
+    ci.pwsi = &conn->wsi;
+    /*
+     * lws resolves the name synchronously here (this build has no async
+     * DNS): configs name backends by IP or a local name. Any callback
+     * lws makes from inside this call can only gw_backend_finish() the
+     * connection, which defers on_close to the loop.
+     */
+    if (lws_client_connect_via_info(&ci) == NULL) {
+        gw_backend_finish(conn, "connect failed: could not start", false);
+    }
+}
+
+int gw_backend_conn_open(struct gw_backend_ws *bws,
+                         const struct gw_backend_connect *params,
+                         const struct gw_backend_events *ev, void *owner,
+                         struct gw_backend_conn **out)
+{
+    char authorization[AUTH_MAX]; /* static tokens may be long JWTs */
+    struct lws_vhost *vh = NULL;
+    struct gw_backend_conn *conn;
+    struct url_parts url;
+    const char *client_id;
+    int rc;
+
+    if (bws == NULL || params == NULL || params->backend == NULL ||
+        params->backend->url == NULL || params->backend->name == NULL ||
+        ev == NULL || out == NULL || params->device_id == NULL ||
+        params->device_id[0] == '\0') {
+        return GW_EINVAL;
+    }
+    if (bws->phase != BWS_RUNNING) {
+        return GW_EPROTO;
+    }
+    client_id = params->client_id != NULL && params->client_id[0] != '\0'
+                    ? params->client_id
+                    : GW_CREDENTIAL_DEFAULT_CLIENT_ID;
+    if (!header_safe(params->device_id) || !header_safe(client_id) ||
+        (params->forwarded_for != NULL &&
+         !header_safe(params->forwarded_for)) ||
+        parse_url(params->backend->url, &url) != 0) {
+        return GW_EINVAL;
+    }
+    rc = make_authorization(params, client_id, authorization,
+                            sizeof(authorization));
+    if (rc != 0) {
+        return rc;
+    }
+    if (url.tls && params->backend->ca_file != NULL &&
+        params->backend->ca_file[0] != '\0') {
+        vh = ca_vhost(bws, params->backend->ca_file);
+        if (vh == NULL) {
+            return GW_ECONFIG;
+        }
+    }
+    conn = conn_create(params, &url, client_id, authorization);
+    if (conn == NULL) {
+        return GW_ENOMEM;
+    }
+    conn->bws = bws;
+    conn->ev = *ev;
+    conn->owner = owner;
+    conn->state = CONN_CONNECTING;
+    /* The loop's clock is as old as this loop turn: the timeout counts
+     * from now, whatever ran before us in the turn. */
+    uv_update_time(bws->loop);
+    conn->started_ms = uv_now(bws->loop);
+    conn->next = bws->conns;
+    if (bws->conns != NULL) {
+        bws->conns->prev = conn;
+    }
+    bws->conns = conn;
+    bws->stats.live++;
+    uv_timer_init(bws->loop, &conn->timer);
+    conn->timer.data = conn;
+    uv_timer_start(&conn->timer, gw_backend_on_timer,
+                   (uint64_t)conn->connect_timeout_ms, 0);
+    conn_start(conn, vh);
+    *out = conn;
+    return 0;
+}
+
+/* ---- the upgrade, as lws calls back ---------------------------------- */
+
+int gw_backend_append_headers(struct gw_backend_conn *conn, struct lws *wsi,
+                              void *in, size_t len)
+{
+    unsigned char **p = in;
+    unsigned char *end = *p + len;
+    const char *names[] = {"device-id:", "client-id:", "protocol-version:",
+                           "authorization:", "x-forwarded-for:"};
+    const char *values[] = {conn->device_id, conn->client_id, "2",
+                            conn->authorization, conn->forwarded_for};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (values[i] == NULL) {
+            continue;
+        }
+        if (lws_add_http_header_by_name(wsi, (const unsigned char *)names[i],
+                                        (const unsigned char *)values[i],
+                                        (int)strlen(values[i]), p, end)) {
+            gw_backend_set_reason(conn,
+                                  "connect failed: upgrade headers too long");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void gw_backend_on_connect_error(struct gw_backend_conn *conn, struct lws *wsi,
+                                 const char *in)
+{
+    char what[96] = "unknown error";
+    int status = lws_http_client_http_response(wsi);
+
+    if (in != NULL && in[0] != '\0') {
+        size_t n = strnlen(in, sizeof(what) - 1);
+        memcpy(what, in, n);
+        while (n > 0 && (what[n - 1] == '\n' || what[n - 1] == ' ')) {
+            n--;
+        }
+        what[n] = '\0';
+    }
+    if (status > 0 && status != 101) {
+        gw_backend_set_reason(conn, "connect failed: %s (HTTP %d)", what,
+                              status);
+    } else {
+        gw_backend_set_reason(conn, "connect failed: %s", what);
+    }
+    gw_backend_finish(conn, conn->reason, false);
+}

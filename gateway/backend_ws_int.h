@@ -1,0 +1,152 @@
+/*
+ * What the three files of the backend WebSocket module share: the context,
+ * connection life cycle and lws callback dispatch (backend_ws.c), opening
+ * a connection (backend_open.c), and its send queue and receive path
+ * (backend_io.c).
+ */
+#ifndef GW_BACKEND_WS_INT_H
+#define GW_BACKEND_WS_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libwebsockets.h>
+#include <uv.h>
+
+#include "codec/audio_frame.h"
+#include "gateway/backend_ws.h"
+
+#define PROTOCOL_NAME   "gw-backend"
+#define RX_CHUNK        4096 /* lws reads a message in pieces of this size */
+#define CLOSE_LINGER_MS 3000 /* bound on our close handshake */
+/* lws's own stage timeouts stay above any connect_timeout_ms (<= 120 s),
+ * so that ours, which count the whole connect, always fire first. */
+#define LWS_STAGE_TIMEOUT_S 130
+#define REASON_MAX          128
+
+/* One queued outgoing message, LWS_PRE bytes of headroom in front. */
+struct tx_msg {
+    struct tx_msg *next; /* queue or free list */
+    size_t len;          /* message bytes at buf + LWS_PRE */
+    size_t cap;          /* room for the message */
+    bool binary;         /* audio frame, else text */
+    uint8_t buf[];       /* LWS_PRE headroom, then the message */
+};
+
+enum conn_state {
+    CONN_CONNECTING, /* TCP, TLS and upgrade under way; timer = timeout */
+    CONN_OPEN,       /* upgraded */
+    CONN_CLOSING,    /* our close frame is queued or sent; timer = linger */
+    CONN_DONE        /* unhooked from lws; on_close is pending */
+};
+
+struct gw_backend_conn {
+    struct gw_backend_ws *bws;
+    struct gw_backend_conn *prev, *next; /* bws->conns */
+    struct lws *wsi;                     /* NULL once unhooked */
+    uv_timer_t timer; /* connect timeout, close linger; its close is ours */
+    enum conn_state state;
+    bool close_requested; /* by gw_backend_conn_close or shutdown */
+    bool close_sent;      /* lws is sending our close frame */
+    struct gw_backend_events ev;
+    void *owner;
+    enum gw_framing framing;
+    int connect_timeout_ms;
+    size_t max_message;
+    uint64_t started_ms; /* loop time of gw_backend_conn_open */
+    /* Strings copied at open; all point into the same allocation. */
+    const char *name;      /* backend name, for logs */
+    const char *subject;   /* the owner's log prefix (owner's memory) */
+    const char *device_id; /* header values */
+    const char *client_id;
+    const char *forwarded_for; /* NULL when unknown */
+    const char *authorization; /* "Bearer ...", NULL for scheme none */
+    const char *address;       /* what to connect to */
+    const char *host;          /* Host header; TLS name (up to ':') */
+    const char *path;          /* verbatim from the url */
+    int port;
+    bool tls;
+    /* A message arriving in pieces; unused when it comes in one. */
+    uint8_t *rx_buf;
+    size_t rx_len, rx_cap;
+    bool rx_binary;
+    uint64_t bad_frames; /* this connection's, for rate-limited logs */
+    struct tx_msg *tx_head, *tx_tail, *spare;
+    size_t tx_count, tx_bytes, spare_count;
+    char reason[REASON_MAX]; /* the first cause of the end wins */
+};
+
+/* Extra client vhosts, one per distinct backend ca_file. */
+struct ca_vhost {
+    struct ca_vhost *next;
+    struct lws_vhost *vh;
+    char name[16]; /* lws keeps the pointer */
+    char path[];
+};
+
+enum bws_phase {
+    BWS_RUNNING,
+    BWS_DRAINING,   /* connections closing, up to SHUTDOWN_GRACE_MS */
+    BWS_DESTROYING, /* lws context half destroyed, its handles closing */
+    BWS_CLOSED
+};
+
+struct gw_backend_ws {
+    uv_loop_t *loop;
+    struct lws_context *ctx; /* lws writes NULL here when it frees it */
+    void *ctx_tag;           /* lws's own uv handles carry this in ->data */
+    struct ca_vhost *ca;     /* per-backend CA vhosts */
+    unsigned n_ca;
+    struct gw_backend_conn *conns; /* every connection not yet freed */
+    uv_timer_t timer;              /* shutdown steps */
+    enum bws_phase phase;
+    uint64_t deadline_ms;
+    gw_backend_ws_close_cb close_cb;
+    void *close_arg;
+    struct gw_backend_ws_stats stats;
+    unsigned in_lws; /* depth of lws callbacks running now */
+};
+
+/* The one protocol every connection speaks (backend_ws.c). */
+extern const struct lws_protocols gw_backend_protocols[];
+
+/* Records why the connection ends; the first cause wins (backend_ws.c). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void gw_backend_set_reason(struct gw_backend_conn *conn, const char *fmt, ...);
+
+/*
+ * Ends the connection for its owner: on_close follows from the loop
+ * (backend_ws.c). kill: lws still holds a live wsi to tear down.
+ */
+void gw_backend_finish(struct gw_backend_conn *conn, const char *reason,
+                       bool kill);
+
+/* The connection's timer: connect timeout, close linger (backend_ws.c). */
+void gw_backend_on_timer(uv_timer_t *timer);
+
+/* Starts lws's closing handshake with code (backend_ws.c). */
+void gw_backend_close_with(struct gw_backend_conn *conn, struct lws *wsi,
+                           enum lws_close_status code);
+
+/* The upgrade request's headers (backend_open.c). */
+int gw_backend_append_headers(struct gw_backend_conn *conn, struct lws *wsi,
+                              void *in, size_t len);
+
+/* The connect failed before the upgrade (backend_open.c). */
+void gw_backend_on_connect_error(struct gw_backend_conn *conn, struct lws *wsi,
+                                 const char *in);
+
+/* A piece of an incoming message (backend_io.c). */
+int gw_backend_on_receive(struct gw_backend_conn *conn, struct lws *wsi,
+                          const uint8_t *in, size_t len);
+
+/* The socket can take the next queued message (backend_io.c). */
+int gw_backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi);
+
+/* Frees the queues and buffers of a finished connection (backend_io.c). */
+void gw_backend_io_release(struct gw_backend_conn *conn);
+
+#endif /* GW_BACKEND_WS_INT_H */

@@ -1,0 +1,79 @@
+/*
+ * What the three files of the UDP audio socket share: the instance
+ * (udp_audio.c: socket, peers, life cycle), the uplink path
+ * (udp_uplink.c) and the paced downlink (udp_downlink.c).
+ */
+#ifndef GW_UDP_AUDIO_INT_H
+#define GW_UDP_AUDIO_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "codec/udp_header.h"
+#include "gateway/ssrc_table.h"
+#include "gateway/udp_audio.h"
+
+/*
+ * libuv 1.44 cuts the receive buffer into 64 KiB slots, one datagram per
+ * slot, and asks recvmmsg for at most 20 datagrams per call (src/unix/
+ * udp.c: UV__UDP_DGRAM_MAXSIZE, UV__MMSG_MAXWIDTH). A smaller buffer would
+ * give zero slots and read nothing, so the buffer is 20 whole slots: one
+ * per instance, reused for every batch.
+ */
+#define RX_SLOT  (64 * 1024)
+#define RX_SLOTS 20
+
+#define SAMPLES_PER_MS 48 /* Opus durations are counted at 48 kHz */
+
+/* A queued downlink datagram starts with this, 4-byte aligned. */
+struct record {
+    uint16_t len;     /* datagram bytes that follow */
+    uint16_t samples; /* its duration at 48 kHz (at most 5760) */
+};
+
+#define RECORD_SIZE(len)                                                       \
+    ((uint32_t)sizeof(struct record) + (((len) + 3u) & ~3u))
+#define MAX_DATAGRAM (GW_UDP_HEADER_LEN + GW_UDP_MAX_PAYLOAD)
+
+struct gw_udp_audio {
+    uv_loop_t *loop;
+    uv_udp_t sock;                 /* the advertised socket, both directions */
+    uv_timer_t pace_timer;         /* runs while pace_head is not NULL */
+    uv_timer_t rx_timer;           /* ends a pause in reading */
+    int handles_open;              /* closes still to come */
+    unsigned rx_batch;             /* datagrams of the current recvmmsg */
+    unsigned rx_cycle;             /* datagrams since the last pause */
+    bool closing;                  /* gw_udp_audio_close() was called */
+    gw_udp_close_cb close_cb;      /* called once all handles closed */
+    void *close_arg;               /* for close_cb */
+    gw_udp_audio_cb on_audio;      /* accepted uplink goes here */
+    struct gw_ssrc_table peers;    /* ssrc -> struct gw_udp_peer */
+    struct gw_udp_peer *pace_head; /* peers with downlink queued */
+    uint64_t prebuffer_samples;    /* audio allowed ahead of the device */
+    uint64_t hold_samples;         /* downlink held without an address */
+    uint32_t queue_bytes;          /* ring size of each peer */
+    int port;                      /* bound port */
+    struct gw_udp_audio_stats stats;
+    uint64_t log_window_ms;   /* start of the current rate-limit second */
+    unsigned log_budget;      /* debug lines left in it */
+    uint8_t tx[MAX_DATAGRAM]; /* downlink sent without queueing */
+    _Alignas(16) uint8_t rx[RX_SLOTS * RX_SLOT]; /* one batch of uplink */
+};
+
+/* Counts a drop and logs it, rate-limited, at debug level (udp_uplink.c). */
+void gw_udp_note_drop(struct gw_udp_audio *ua, enum gw_udp_drop reason,
+                      const struct sockaddr *from);
+
+/* Starts reading the bound socket in batches (udp_uplink.c). */
+int gw_udp_uplink_start(struct gw_udp_audio *ua);
+
+/* Puts a peer with queued downlink on the pacing list (udp_downlink.c). */
+void gw_udp_pace_add(struct gw_udp_peer *peer);
+
+/* Takes a peer off the pacing list, if it is on it (udp_downlink.c). */
+void gw_udp_pace_remove(struct gw_udp_peer *peer);
+
+#endif /* GW_UDP_AUDIO_INT_H */

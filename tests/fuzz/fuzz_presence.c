@@ -1,0 +1,38 @@
+/*
+ * Presence parser. Invariants: an accepted payload has a state and an
+ * address that is empty or an IP literal without header-breaking bytes;
+ * a refused one leaves the result zeroed.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/presence.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct gw_presence p;
+    int err = gw_presence_parse((const char *)data, size, &p);
+    size_t n = strnlen(p.address, sizeof(p.address));
+
+    if (n == sizeof(p.address)) {
+        abort(); /* not terminated */
+    }
+    if (err == 0) {
+        for (size_t i = 0; i < n; i++) {
+            char c = p.address[i];
+            if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+                  (c >= 'A' && c <= 'F') || c == '.' || c == ':')) {
+                abort();
+            }
+        }
+        if (p.conn > 9007199254740991ull || (!p.has_conn && p.conn != 0)) {
+            abort();
+        }
+    } else if (p.online || n != 0 || p.has_conn || p.conn != 0) {
+        abort();
+    }
+    return 0;
+}
