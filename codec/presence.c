@@ -33,12 +33,22 @@ static int read_presence(const cJSON *root, struct gw_presence *out)
         return GW_EPROTO;
     }
     if (address != NULL) {
-        if (!cJSON_IsString(address) ||
-            strlen(address->valuestring) > GW_PRESENCE_ADDRESS_MAX ||
-            !ip_literal(address->valuestring)) {
+        const char *ip = cJSON_GetStringValue(address);
+        size_t len = ip != NULL ? strlen(ip) : 0;
+        /* "[v6]", as an EMQX peername gives it, is taken without the
+         * brackets. */
+        if (len >= 2 && ip[0] == '[' && ip[len - 1] == ']') {
+            ip++;
+            len -= 2;
+        }
+        if (ip == NULL || len > GW_PRESENCE_ADDRESS_MAX) {
             return GW_EPROTO;
         }
-        strcpy(out->address, address->valuestring);
+        memcpy(out->address, ip, len);
+        out->address[len] = '\0';
+        if (!ip_literal(out->address)) {
+            return GW_EPROTO;
+        }
     }
     if (conn != NULL) {
         double v = conn->valuedouble;

@@ -6,7 +6,8 @@
  * "address" and "conn" are optional; other members are ignored, so the
  * broker side may add some. An empty payload (a cleared retained message)
  * means offline. The address goes into the backend's x-forwarded-for
- * header, so only an IPv4 or IPv6 literal is accepted.
+ * header, so only an IPv4 or IPv6 literal is accepted (an IPv6 one may
+ * come in brackets, which are dropped).
  */
 #ifndef GW_CODEC_PRESENCE_H
 #define GW_CODEC_PRESENCE_H

@@ -32,6 +32,8 @@ static void test_accepted(void **state)
          true, "2001:db8::8a2e:370:7334", false, 0},
         {"{\"state\":\"online\",\"conn\":9007199254740991}", true, "", true,
          9007199254740991ull},
+        {"{\"state\":\"online\",\"address\":\"[2001:db8::7]\"}", true,
+         "2001:db8::7", false, 0},
         {"", false, "", false, 0}, /* cleared retained message */
     };
 
@@ -61,6 +63,8 @@ static void test_refused(void **state)
          GW_EPROTO},
         {"{\"state\":\"online\",\"address\":\"1.2.3.4:80\"}", GW_EPROTO},
         {"{\"state\":\"online\",\"address\":42}", GW_EPROTO},
+        {"{\"state\":\"online\",\"address\":\"[]\"}", GW_EPROTO},
+        {"{\"state\":\"online\",\"address\":\"[1.2.3.4\"}", GW_EPROTO},
         {"{\"state\":\"online\",\"conn\":-1}", GW_EPROTO},
         {"{\"state\":\"online\",\"conn\":1.5}", GW_EPROTO},
         {"{\"state\":\"online\",\"conn\":\"3\"}", GW_EPROTO},
