@@ -38,7 +38,7 @@ cat >"$cfg" <<JSON
     { "match": {}, "backends": ["normal"] }
   ],
   "http": { "port": 0 },
-  "limits": { "backend_hello_timeout_ms": 500, "max_sessions": 1000 },
+  "limits": { "backend_hello_timeout_ms": 2000, "max_sessions": 1000 },
   "log": { "level": "debug" }
 }
 JSON
@@ -96,7 +96,7 @@ check "the goodbye carried the current session id" \
 
 echo "# 4. a backend that never says hello"
 new_id GID_silent
-r=$(device "$ID" --turns 1 --fast --hello-timeout 3000)
+r=$(device "$ID" --turns 1 --fast --hello-timeout 5000)
 check "the device gets no server hello" jq_is "$r" .ok false
 check "the gateway ends the session on its hello timeout" \
     wait_for_line "$GW_LOG" 'session ended: backend hello timeout'
@@ -160,6 +160,9 @@ sub=$!
 wait_for_line "$GW_TEST_TMP/broker.log" "New client connected .* as auto-" 10 \
     >/dev/null
 mosquitto_pub -p "$BROKER_PORT" -t "devices/$dup/up" -m "$hello"
+# The second hello once the first session is up, so that both are
+# answered whatever the machine's load.
+wait_for_line "$GW_TEST_TMP/dup.out" '"type":"hello"' 15 >/dev/null
 mosquitto_pub -p "$BROKER_PORT" -t "devices/$dup/up" -m "$hello"
 wait "$sub"
 sids=$(jq -r 'select(.type == "hello") | .session_id' "$GW_TEST_TMP/dup.out")
@@ -202,16 +205,26 @@ check "all its uplink audio reached the backend" \
     .frames 50
 
 echo "# 9. 200 devices at once"
+# One whole turn each (not a clock: a clock would cut replies short on a
+# loaded machine and leave frames unplayed that were not lost).
 "$SIM" load --devices 200 --broker "127.0.0.1:$BROKER_PORT" --subscribing \
-    --publish-topic 'devices/{client_id}/up' --duration 4 \
+    --publish-topic 'devices/{client_id}/up' --turns 1 --duration 60 \
     --stats-json "$GW_TEST_TMP/load.json" >"$GW_TEST_TMP/load.out" 2>&1
 rc=$?
 check "all 200 devices complete (exit $rc)" test "$rc" -eq 0
 load=$(cat "$GW_TEST_TMP/load.json")
 check "200 hellos answered" jq_is "$load" .devices.hellos_answered 200
 check "no downlink lost" jq_is "$load" .downlink.lost 0
-check "every downlink frame played" \
-    jq_is "$load" '.downlink.played == .downlink.datagrams' true
+# A frame that overtakes its "tts start" (which goes through the broker)
+# is dropped by the firmware as idle: limits.tts_start_guard_ms makes that
+# rare, but a starved broker can still lose the race. Those are the only
+# frames allowed not to play.
+check "every other downlink frame played, none overflowed the queue" \
+    jq_is "$load" '.downlink.played + .downlink.drops.idle ==
+                   .downlink.datagrams and .downlink.drops.queue == 0' true
+check "almost all frames played (under 2 % lost the tts start race)" \
+    jq_is "$load" '.downlink.played * 50 >= .downlink.datagrams * 49' true
+jq -c '{devices, downlink}' <<<"$load" | sed 's/^/# /'
 
 echo "# 10. shutdown: every device gets its goodbye"
 new_id GID_long

@@ -33,7 +33,7 @@
 #include "gateway/backend_ws.h"
 #include "gateway/log.h"
 
-#define GUARD_MS  10000 /* any test still running then has failed */
+#define GUARD_MS  30000 /* any test still running then has failed */
 #define MAX_ITEMS 16
 #define ITEM_MAX  (16 * 1024)
 #define MAC       "aa:bb:cc:dd:ee:01"
