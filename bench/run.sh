@@ -8,6 +8,8 @@
 #
 #   bench/run.sh [N ...]          default: 100 1000
 #   BENCH_SECONDS=40 bench/run.sh  streaming time per run (default 30)
+#   BENCH_PERF=/tmp/gw.perf         also profile the gateway over the steady
+#                                  window (perf record -g; one file per N)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +23,7 @@ scripts/setup.sh >/dev/null
 scripts/build.sh plain >/dev/null
 gw=build/plain/gateway/hybridgw
 sim=build/plain/tools/hybridgw-sim
+floor_bin=build/plain/bench/loopback_floor
 hz=$(getconf CLK_TCK)
 rows=()
 
@@ -106,7 +109,12 @@ EOF
     t0=$(date +%s.%N)
     c0=$(cpu_ticks "$g")
     r0=$(relayed "$g" "$dir/gw.log")
-    sleep $((seconds - ramp_s - 2))
+    if [[ -n ${BENCH_PERF:-} ]]; then
+        perf record -F 1000 -g -p "$g" -o "$BENCH_PERF.$n" \
+            -- sleep $((seconds - ramp_s - 2)) >/dev/null 2>&1
+    else
+        sleep $((seconds - ramp_s - 2))
+    fi
     t1=$(date +%s.%N)
     c1=$(cpu_ticks "$g")
     r1=$(relayed "$g" "$dir/gw.log")
@@ -142,7 +150,12 @@ EOF
     rss_per=$(echo "scale=1; ($rss1 - $rss0) / $n" | bc)
     local ok
     ok=$(jq -r '"\(.devices.ok)/\(.devices.requested)"' "$dir/load.json")
-    rows+=("| $n | $ok | $pps | $cpu_pct % | **$us_per_packet** | $up50 / **$up99** / $upmax | $dn50 / $dn99 / $dnmax | $((up_sent - up_recv)) of $up_sent | $((down_sent - down_recv)) of $down_sent | $rss_per |")
+    # The same uplink rate through a relay that does nothing but read the
+    # datagrams and write each to one of n TCP connections.
+    local floor
+    floor=$("$floor_bin" --conns "$n" --rate $((n * 1000 / 60)) \
+        --seconds $((seconds < 12 ? seconds : 12)) | jq -r .us_per_packet)
+    rows+=("| $n | $ok | $pps | $cpu_pct % | **$us_per_packet** | $floor | $up50 / **$up99** / $upmax | $dn50 / $dn99 / $dnmax | $((up_sent - up_recv)) of $up_sent | $((down_sent - down_recv)) of $down_sent | $rss_per |")
     echo "bench: $n sessions: ${us_per_packet} us/packet, up p99 ${up99} ms, loss up $((up_sent - up_recv)) down $((down_sent - down_recv)), ${rss_per} KiB/session"
 }
 
@@ -164,13 +177,20 @@ cpu=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
     echo "and the backend answers every 20 frames with 20 frames of TTS, paced as"
     echo "the xiaozhi server paces them, so audio flows both ways at once."
     echo
-    echo "| sessions | ok | packets/s through the gateway | gateway CPU | CPU us per relayed packet | uplink added latency ms p50 / p99 / max | downlink latency ms p50 / p99 / max | uplink lost | downlink lost | gateway RSS KiB per session |"
-    echo "|---|---|---|---|---|---|---|---|---|---|"
+    echo "| sessions | ok | packets/s through the gateway | gateway CPU | CPU us per relayed packet | loopback floor us per packet | uplink added latency ms p50 / p99 / max | downlink latency ms p50 / p99 / max | uplink lost | downlink lost | gateway RSS KiB per session |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
     echo
     echo "- CPU: utime+stime of the gateway from /proc over the steady window,"
     echo "  divided by the audio packets it relayed in that window (its own"
     echo "  counters, both directions)."
+    echo "- Loopback floor: bench/loopback_floor relays the same uplink rate"
+    echo "  with no gateway logic at all (recvmmsg with the gateway's 2 ms read"
+    echo "  pause, then one send() per datagram on one of N TCP connections to"
+    echo "  a reader process) and reports its CPU per packet the same way. On"
+    echo "  loopback the sender also pays for delivering each TCP segment (the"
+    echo "  receiver's protocol work and wakeup run in its send() call), so"
+    echo "  this is what the kernel alone costs on this machine."
     echo "- Latency: device send to backend receive (uplink) and backend send"
     echo "  to device receive (downlink), joined from both sides' packet logs;"
     echo "  this includes the loopback hops and the mock's and load generator's"
@@ -179,5 +199,9 @@ cpu=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
     echo "  while the backend paces itself."
     echo "- Targets: at most 3 us of gateway CPU per relayed packet, p99 added"
     echo "  latency under 2 ms at 1000 sessions, zero loss."
+    if [[ -f bench/NOTES.md ]]; then
+        echo
+        cat bench/NOTES.md
+    fi
 } >bench/REPORT.md
 cat bench/REPORT.md

@@ -1,6 +1,7 @@
 # Shell helpers shared by scripts/demo.sh and bench/run.sh: processes
 # started in the background are stopped on exit, and readiness is a
-# bounded wait for the line a process writes when it is ready.
+# bounded wait for the line a process writes when it is ready. GW_KEEP=1
+# keeps the logs of a run.
 
 GW_TMP=$(mktemp -d)
 GW_PIDS=()
@@ -11,7 +12,11 @@ gw_cleanup() {
         kill -TERM "$pid" 2>/dev/null || true
     done
     wait 2>/dev/null || true
-    rm -rf "$GW_TMP"
+    if [[ -n ${GW_KEEP:-} ]]; then
+        echo "$(basename "$0"): kept $GW_TMP" >&2
+    else
+        rm -rf "$GW_TMP"
+    fi
 }
 trap gw_cleanup EXIT
 

@@ -1,0 +1,264 @@
+/*
+ * What relaying costs on this machine before any gateway logic: the
+ * kernel's share of one UDP datagram in and one small TCP write out, per
+ * packet, with the same batching as the gateway's UDP reader. It forks a
+ * sink (N TCP connections read and discarded, as the backend does) and a
+ * source (datagrams spread evenly at the given rate, as N devices send
+ * them) and measures only the relay in the middle, from getrusage().
+ *
+ * On loopback the sender of a TCP segment also pays for its delivery
+ * (the receiving socket's processing and the wakeup of the reader run in
+ * the sender's system call), so this floor is higher than on a real
+ * network; bench/run.sh reports it beside the gateway's figure.
+ *
+ *   loopback_floor [--conns N] [--rate PPS] [--seconds S] [--size BYTES]
+ *                  [--pause-ms MS]
+ * prints one JSON line: {"conns":..,"packets":..,"us_per_packet":..,...}
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* recvmmsg */
+#endif
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BATCH    64
+#define WARMUP_S 1
+
+static int conns = 1000, rate = 16667, seconds = 10, size = 120, pause_ms = 2;
+
+static void die(const char *what)
+{
+    perror(what);
+    exit(1);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static struct sockaddr_in loopback(uint16_t port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons(port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    return a;
+}
+
+static uint16_t bound_port(int fd)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+
+    if (getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        die("getsockname");
+    }
+    return ntohs(a.sin_port);
+}
+
+/* The backend's side: accept everything, read everything, until killed. */
+static void run_sink(int lfd)
+{
+    static char buf[65536];
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd}, evs[256];
+    int ep = epoll_create1(0);
+
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) != 0) {
+        die("sink epoll");
+    }
+    for (;;) {
+        int n = epoll_wait(ep, evs, 256, -1);
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
+            if (fd == lfd) {
+                int c = accept(lfd, NULL, NULL);
+                struct epoll_event cev = {.events = EPOLLIN, .data.fd = c};
+                if (c >= 0) {
+                    (void)epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
+                }
+                continue;
+            }
+            if (read(fd, buf, sizeof(buf)) <= 0) {
+                close(fd);
+            }
+        }
+    }
+}
+
+/* The devices' side: datagrams evenly spread at the rate, until killed. */
+static void run_source(uint16_t port)
+{
+    struct sockaddr_in to = loopback(port);
+    char buf[1500];
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    double interval = 1.0 / rate, next = now_s();
+
+    memset(buf, 0x5a, sizeof(buf));
+    if (fd < 0) {
+        die("source socket");
+    }
+    for (;;) {
+        double t = now_s();
+        if (t < next) {
+            struct timespec ts = {0, (long)((next - t) * 1e9)};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        (void)sendto(fd, buf, (size_t)size, 0, (struct sockaddr *)&to,
+                     sizeof(to));
+        next += interval;
+        if (t - next > 0.1) {
+            next = t; /* never burst to catch up after a stall */
+        }
+    }
+}
+
+static void parse(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i += 2) {
+        int v = atoi(argv[i + 1]);
+        if (strcmp(argv[i], "--conns") == 0) {
+            conns = v;
+        } else if (strcmp(argv[i], "--rate") == 0) {
+            rate = v;
+        } else if (strcmp(argv[i], "--seconds") == 0) {
+            seconds = v;
+        } else if (strcmp(argv[i], "--size") == 0) {
+            size = v;
+        } else if (strcmp(argv[i], "--pause-ms") == 0) {
+            pause_ms = v;
+        } else {
+            fprintf(stderr, "loopback_floor: unknown option %s\n", argv[i]);
+            exit(2);
+        }
+    }
+    if (conns < 1 || rate < 1 || seconds < WARMUP_S + 1 || size < 1 ||
+        size > 1500 || pause_ms < 0) {
+        fprintf(stderr, "loopback_floor: bad arguments\n");
+        exit(2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static char bufs[BATCH][1500];
+    struct mmsghdr msgs[BATCH];
+    struct iovec iov[BATCH];
+    struct sockaddr_in any = loopback(0);
+    int lfd, ufd, *tcp, one = 1;
+    pid_t sink, source;
+
+    parse(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ufd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    if (lfd < 0 || ufd < 0 ||
+        bind(lfd, (struct sockaddr *)&any, sizeof(any)) != 0 ||
+        listen(lfd, 4096) != 0 ||
+        bind(ufd, (struct sockaddr *)&any, sizeof(any)) != 0) {
+        die("sockets");
+    }
+    sink = fork();
+    if (sink == 0) {
+        run_sink(lfd);
+    }
+    struct sockaddr_in to = loopback(bound_port(lfd));
+    close(lfd);
+    tcp = calloc((size_t)conns, sizeof(*tcp));
+    for (int i = 0; i < conns; i++) {
+        tcp[i] = socket(AF_INET, SOCK_STREAM, 0);
+        if (tcp[i] < 0 ||
+            connect(tcp[i], (struct sockaddr *)&to, sizeof(to)) != 0) {
+            die("connect");
+        }
+        setsockopt(tcp[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    source = fork();
+    if (source == 0) {
+        run_source(bound_port(ufd));
+    }
+
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = ufd}, out;
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, ufd, &ev) != 0) {
+        die("epoll");
+    }
+    for (int i = 0; i < BATCH; i++) {
+        iov[i].iov_base = bufs[i];
+        iov[i].iov_len = sizeof(bufs[i]);
+        memset(&msgs[i], 0, sizeof(msgs[i]));
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    double start = now_s(), t0 = 0, c0 = 0;
+    uint64_t packets = 0, counted = 0;
+    unsigned next_conn = 0;
+    for (;;) {
+        double t = now_s();
+        if (t0 == 0 && t - start >= WARMUP_S) {
+            t0 = t;
+            c0 = cpu_s();
+            counted = packets;
+        }
+        if (t - start >= seconds) {
+            break;
+        }
+        if (epoll_wait(ep, &out, 1, 100) <= 0) {
+            continue;
+        }
+        for (;;) {
+            int n = recvmmsg(ufd, msgs, BATCH, MSG_DONTWAIT, NULL);
+            if (n <= 0) {
+                break;
+            }
+            for (int i = 0; i < n; i++) {
+                (void)send(tcp[next_conn], bufs[i], msgs[i].msg_len,
+                           MSG_DONTWAIT | MSG_NOSIGNAL);
+                next_conn = (next_conn + 1) % (unsigned)conns;
+            }
+            packets += (uint64_t)n;
+            if (n < BATCH) {
+                break;
+            }
+        }
+        if (pause_ms > 0) {
+            struct timespec ts = {0, pause_ms * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    double cpu = cpu_s() - c0, wall = now_s() - t0;
+    uint64_t n = packets - counted;
+    kill(source, SIGKILL);
+    kill(sink, SIGKILL);
+    waitpid(source, NULL, 0);
+    waitpid(sink, NULL, 0);
+    printf("{\"conns\":%d,\"rate\":%d,\"size\":%d,\"pause_ms\":%d,"
+           "\"packets\":%llu,\"cpu_pct\":%.1f,\"us_per_packet\":%.3f}\n",
+           conns, rate, size, pause_ms, (unsigned long long)n,
+           100.0 * cpu / wall, n > 0 ? cpu * 1e6 / (double)n : 0.0);
+    return n > 0 ? 0 : 1;
+}
