@@ -48,14 +48,21 @@ static void expect(const struct gw_broker_presence *ev, bool online,
     }
 }
 
+/* A device connection on ctx[i] that must be accepted. */
+static void add_device(struct gw_broker_clients *t, int i, const char *id,
+                       const char *address, struct gw_broker_presence *ev)
+{
+    assert_int_equal(gw_broker_clients_add(t, &ctx[i], GW_BROKER_ROLE_DEVICE,
+                                           id, address, ev),
+                     0);
+}
+
 static void test_device_lifecycle(void **state)
 {
     struct gw_broker_clients *t = *state;
     struct gw_broker_presence ev;
 
-    assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_DEVICE,
-                                           DEV, "10.0.0.1", &ev),
-                     0);
+    add_device(t, 0, DEV, "10.0.0.1", &ev);
     expect(&ev, true, 1, DEV, "10.0.0.1");
     struct gw_broker_conn_info *c = gw_broker_clients_find(t, &ctx[0]);
     assert_non_null(c);
@@ -105,13 +112,9 @@ static void test_take_over(void **state)
     struct gw_broker_clients *t = *state;
     struct gw_broker_presence ev;
 
-    assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_DEVICE,
-                                           DEV, "10.0.0.1", &ev),
-                     0);
+    add_device(t, 0, DEV, "10.0.0.1", &ev);
     expect(&ev, true, 1, DEV, "10.0.0.1");
-    assert_int_equal(gw_broker_clients_add(t, &ctx[1], GW_BROKER_ROLE_DEVICE,
-                                           DEV, "10.0.0.2", &ev),
-                     0);
+    add_device(t, 1, DEV, "10.0.0.2", &ev);
     expect(&ev, true, 2, DEV, "10.0.0.2");
     gw_broker_clients_remove(t, &ctx[0], &ev);
     assert_false(ev.publish);
@@ -130,12 +133,8 @@ static void test_newer_fails_first(void **state)
     struct gw_broker_clients *t = *state;
     struct gw_broker_presence ev;
 
-    assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_DEVICE,
-                                           DEV, "10.0.0.1", &ev),
-                     0);
-    assert_int_equal(gw_broker_clients_add(t, &ctx[1], GW_BROKER_ROLE_DEVICE,
-                                           DEV, "10.0.0.2", &ev),
-                     0);
+    add_device(t, 0, DEV, "10.0.0.1", &ev);
+    add_device(t, 1, DEV, "10.0.0.2", &ev);
     expect(&ev, true, 2, DEV, "10.0.0.2");
     gw_broker_clients_remove(t, &ctx[1], &ev);
     expect(&ev, true, 3, DEV, "10.0.0.1");
@@ -150,10 +149,7 @@ static void test_middle_ends(void **state)
     struct gw_broker_presence ev;
 
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(gw_broker_clients_add(t, &ctx[i],
-                                               GW_BROKER_ROLE_DEVICE, DEV,
-                                               "10.0.0.1", &ev),
-                         0);
+        add_device(t, i, DEV, "10.0.0.1", &ev);
         expect(&ev, true, (uint64_t)i + 1, DEV, "10.0.0.1");
     }
     gw_broker_clients_remove(t, &ctx[1], &ev);
@@ -170,12 +166,8 @@ static void test_devices_are_independent(void **state)
     struct gw_broker_clients *t = *state;
     struct gw_broker_presence ev;
 
-    assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_DEVICE,
-                                           DEV, "10.0.0.1", &ev),
-                     0);
-    assert_int_equal(gw_broker_clients_add(t, &ctx[1], GW_BROKER_ROLE_DEVICE,
-                                           DEV2, "10.0.0.2", &ev),
-                     0);
+    add_device(t, 0, DEV, "10.0.0.1", &ev);
+    add_device(t, 1, DEV2, "10.0.0.2", &ev);
     expect(&ev, true, 2, DEV2, "10.0.0.2");
     gw_broker_clients_remove(t, &ctx[0], &ev);
     expect(&ev, false, 1, DEV, NULL);
@@ -226,9 +218,7 @@ static void test_context_reused(void **state)
     struct gw_broker_clients *t = *state;
     struct gw_broker_presence ev;
 
-    assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_DEVICE,
-                                           DEV, "10.0.0.1", &ev),
-                     0);
+    add_device(t, 0, DEV, "10.0.0.1", &ev);
     assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_GATEWAY,
                                            "gw", "10.0.0.1", &ev),
                      0);
@@ -237,9 +227,7 @@ static void test_context_reused(void **state)
     assert_int_equal(gw_broker_clients_find(t, &ctx[0])->role,
                      GW_BROKER_ROLE_GATEWAY);
     /* DEV has no connection left: a new one is simply current. */
-    assert_int_equal(gw_broker_clients_add(t, &ctx[1], GW_BROKER_ROLE_DEVICE,
-                                           DEV, "10.0.0.3", &ev),
-                     0);
+    add_device(t, 1, DEV, "10.0.0.3", &ev);
     expect(&ev, true, 2, DEV, "10.0.0.3");
 }
 
