@@ -83,9 +83,23 @@ struct gw_config {
     size_t n_routes;
     struct {
         char *listen;
-        int port; /* 0 disables the HTTP API */
-        char *token;
+        int port;               /* 0 disables the HTTP API */
+        char *token;            /* bearer for /api/devices, /metrics, /mcp */
+        char *manager_key;      /* daily token key of the manager-api routes */
+        char **allowed_origins; /* besides localhost ones */
+        size_t n_allowed_origins;
+        int max_body_bytes;
     } http;
+    struct {
+        bool discover;               /* run each device's MCP client */
+        int call_timeout_ms;         /* default for requests to a device */
+        int max_tools;               /* cap on one device's tool cache */
+        int max_pending;             /* requests waiting on one device */
+        int discover_concurrency;    /* discoveries in flight at once */
+        bool expose_user_tools;      /* to the backend and AI clients */
+        int session_idle_timeout_ms; /* MCP server sessions */
+        int max_sessions;            /* MCP server sessions */
+    } mcp;
     struct {
         int max_sessions;
         int backend_hello_timeout_ms;

@@ -4,6 +4,7 @@
  */
 #include "config/config_schema.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,55 @@ static const char *check_group(void *field)
     return why;
 }
 
+/*
+ * The Node gateway refuses to start its API with a guessable key; here a
+ * weak key is a config error instead, named by its path.
+ */
+static const char *check_manager_key(void *field)
+{
+    static const char *const weak[] = {"test",     "1234",   "admin",
+                                       "password", "qwerty", "xiaozhi"};
+    const char *s = *(char **)field;
+    bool upper = false, lower = false;
+
+    if (s[0] == '\0') {
+        return NULL; /* off */
+    }
+    if (strlen(s) < 8) {
+        return "must be at least 8 characters";
+    }
+    for (const char *p = s; *p != '\0'; p++) {
+        upper = upper || (*p >= 'A' && *p <= 'Z');
+        lower = lower || (*p >= 'a' && *p <= 'z');
+    }
+    if (!upper || !lower) {
+        return "must mix upper and lower case letters";
+    }
+    for (size_t i = 0; i < COUNT(weak); i++) {
+        if (strcasestr(s, weak[i]) != NULL) {
+            return "contains a guessable word";
+        }
+    }
+    return NULL;
+}
+
+/* An Origin header value: scheme "://" host [":" port], nothing else. */
+static const char *check_origin(void *field)
+{
+    const char *s = *(char **)field;
+    const char *host = strstr(s, "://");
+
+    if (host == NULL || host == s || host[3] == '\0') {
+        return "must look like scheme://host[:port]";
+    }
+    for (const char *p = host + 3; *p != '\0'; p++) {
+        if (*p == '/' || *p == ' ' || (unsigned char)*p < 0x21) {
+            return "must look like scheme://host[:port]";
+        }
+    }
+    return NULL;
+}
+
 /* ---- enum spellings ---------------------------------------------------- */
 
 static const struct gw_config_name framings[] = {
@@ -300,8 +350,33 @@ static const struct gw_config_key http_keys[] = {
     KEY_STR("listen", HTTP(listen), GW_CF_RESTART, "127.0.0.1", check_nonempty),
     KEY_INT("port", HTTP(port), GW_CF_RESTART, 8007, 0, 65535),
     KEY_STR("token", HTTP(token), GW_CF_RELOAD | GW_CF_SECRET, "", NULL),
+    /* The manager-api's daily token is sha256(date + this key); "" turns
+     * its routes off. */
+    KEY_STR("manager_key", HTTP(manager_key), GW_CF_RELOAD | GW_CF_SECRET, "",
+            check_manager_key),
+    KEY_STRS("allowed_origins", HTTP(allowed_origins), HTTP(n_allowed_origins),
+             GW_CF_RELOAD, 0, 64, check_origin),
+    KEY_INT("max_body_bytes", HTTP(max_body_bytes), GW_CF_RESTART, 262144, 1024,
+            16777216),
 };
 static const struct gw_config_table http_table = TABLE("http", http_keys, 0);
+
+#define MCP(m) AT(struct gw_config, mcp, m)
+static const struct gw_config_key mcp_keys[] = {
+    KEY_BOOL("discover", MCP(discover), GW_CF_RELOAD, 1),
+    KEY_INT("call_timeout_ms", MCP(call_timeout_ms), GW_CF_RELOAD, 30000, 100,
+            600000),
+    /* The Node gateway's max_tools_count is 128; pages are ~8000 bytes. */
+    KEY_INT("max_tools", MCP(max_tools), GW_CF_RELOAD, 128, 1, 4096),
+    KEY_INT("max_pending", MCP(max_pending), GW_CF_RELOAD, 32, 1, 4096),
+    KEY_INT("discover_concurrency", MCP(discover_concurrency), GW_CF_RELOAD, 64,
+            1, 100000),
+    KEY_BOOL("expose_user_tools", MCP(expose_user_tools), GW_CF_RELOAD, 0),
+    KEY_INT("session_idle_timeout_ms", MCP(session_idle_timeout_ms),
+            GW_CF_RELOAD, 1800000, 1000, 86400000),
+    KEY_INT("max_sessions", MCP(max_sessions), GW_CF_RELOAD, 256, 1, 100000),
+};
+static const struct gw_config_table mcp_table = TABLE("mcp", mcp_keys, 0);
 
 #define LIM(m) AT(struct gw_config, limits, m)
 static const struct gw_config_key limits_keys[] = {
@@ -338,6 +413,7 @@ static const struct gw_config_key top_keys[] = {
     KEY_ARRAY("routes", TOP(routes), TOP(n_routes), GW_CF_RELOAD, 1, 4096,
               &route_table),
     KEY_OBJ("http", TOP(http), &http_table),
+    KEY_OBJ("mcp", TOP(mcp), &mcp_table),
     KEY_OBJ("limits", TOP(limits), &limits_table),
     KEY_OBJ("log", TOP(log), &log_table),
 };

@@ -141,6 +141,17 @@ static void test_defaults(void **state)
     assert_string_equal(cfg->http.listen, "127.0.0.1");
     assert_int_equal(cfg->http.port, 8007);
     assert_string_equal(cfg->http.token, "");
+    assert_string_equal(cfg->http.manager_key, "");
+    assert_int_equal(cfg->http.n_allowed_origins, 0);
+    assert_int_equal(cfg->http.max_body_bytes, 262144);
+    assert_true(cfg->mcp.discover);
+    assert_int_equal(cfg->mcp.call_timeout_ms, 30000);
+    assert_int_equal(cfg->mcp.max_tools, 128);
+    assert_int_equal(cfg->mcp.max_pending, 32);
+    assert_int_equal(cfg->mcp.discover_concurrency, 64);
+    assert_false(cfg->mcp.expose_user_tools);
+    assert_int_equal(cfg->mcp.session_idle_timeout_ms, 1800000);
+    assert_int_equal(cfg->mcp.max_sessions, 256);
     assert_int_equal(cfg->limits.max_sessions, 10000);
     assert_int_equal(cfg->limits.backend_hello_timeout_ms, 5000);
     assert_int_equal(cfg->limits.udp_idle_timeout_ms, 120000);
@@ -358,6 +369,21 @@ static const struct bad_case bad_cases[] = {
      "mqtt.down_topic: must contain {client_id} exactly once", NULL},
     {"{" BACKEND ",\"mqtt\":{\"down_topic\":\"d/{client_id}/+\"}}", 0,
      "mqtt.down_topic: must not contain '+' or '#'", NULL},
+    /* http and mcp */
+    {"{" BACKEND ",\"http\":{\"manager_key\":\"Short1\"}}", 0,
+     "http.manager_key: must be at least 8 characters", NULL},
+    {"{" BACKEND ",\"http\":{\"manager_key\":\"alllowercase\"}}", 0,
+     "http.manager_key: must mix upper and lower case letters", NULL},
+    {"{" BACKEND ",\"http\":{\"manager_key\":\"MyAdminKeyX\"}}", 0,
+     "http.manager_key: contains a guessable word", NULL},
+    {"{" BACKEND ",\"http\":{\"allowed_origins\":[\"example.com\"]}}", 0,
+     "http.allowed_origins[0]: must look like scheme://host[:port]", NULL},
+    {"{" BACKEND ",\"http\":{\"allowed_origins\":[\"https://a.b/x\"]}}", 0,
+     "http.allowed_origins[0]: must look like scheme://host[:port]", NULL},
+    {"{" BACKEND ",\"mcp\":{\"call_timeout_ms\":10}}", 0, "mcp.call_timeout_ms",
+     NULL},
+    {"{" BACKEND ",\"mcp\":{\"max_tool\":10}}", 0,
+     "mcp.max_tool: unknown key (did you mean 'max_tools'?)", NULL},
     /* tls files are checked only when tls is on */
     {"{" BACKEND ",\"mqtt\":{\"tls\":{\"enabled\":true,"
      "\"ca_file\":\"/nonexistent/ca.pem\"}}}",
