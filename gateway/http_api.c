@@ -1,0 +1,631 @@
+/*
+ * The HTTP API's router: Origin and token checks, /healthz, /metrics, the
+ * operator's /api/devices, the xiaozhi manager-api routes (daily token)
+ * and the hand-over of /mcp to the MCP server.
+ */
+#include "gateway/http_api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+#include <uthash.h>
+
+#include "crypto/credential.h"
+#include "gateway/http_server.h"
+#include "gateway/instance.h"
+#include "gateway/log.h"
+#include "gateway/mcp_server.h"
+#include "gateway/metrics.h"
+
+#define SUBJECT         "http"
+#define JSON            "application/json"
+#define METRICS_TYPE    "text/plain; version=0.0.4; charset=utf-8"
+#define DEVICES_PREFIX  "/api/devices/"
+#define COMMANDS_PREFIX "/api/commands/"
+
+struct gw_http_api {
+    struct gw_instance *inst;
+    struct gw_http_server *srv;
+    void (*close_cb)(struct gw_http_api *api, void *arg);
+    void *close_arg;
+};
+
+/* A manager-api command waiting for its device. */
+struct command {
+    struct gw_http_api *api;
+    struct gw_http_req *req;
+    uint64_t handle;
+};
+
+/* ---- answers ----------------------------------------------------------- */
+
+static void send_json(struct gw_http_req *req, int status, cJSON *doc,
+                      const char *const *headers)
+{
+    char *text = doc != NULL ? cJSON_PrintUnformatted(doc) : NULL;
+
+    cJSON_Delete(doc);
+    if (text == NULL) {
+        static const char oom[] = "{\"error\":\"out of memory\"}";
+        (void)gw_http_respond(req, 503, JSON, NULL, oom, sizeof(oom) - 1);
+        return;
+    }
+    (void)gw_http_respond(req, status, JSON, headers, text, strlen(text));
+    free(text);
+}
+
+/* {"error":why}, or for the manager-api {"success":false,"error":why}. */
+static void send_error(struct gw_http_req *req, int status, bool manager,
+                       const char *why, const char *const *headers)
+{
+    cJSON *doc = cJSON_CreateObject();
+
+    if (doc != NULL && manager) {
+        cJSON_AddBoolToObject(doc, "success", false);
+    }
+    if (doc != NULL) {
+        cJSON_AddStringToObject(doc, "error", why);
+    }
+    send_json(req, status, doc, headers);
+}
+
+/* One warning per refused request, naming the client. */
+static void refuse(struct gw_http_req *req, int status, bool manager,
+                   const char *why, const char *const *headers)
+{
+    gw_log(GW_LOG_WARN, SUBJECT, "%s %.128s from %s: %d %s",
+           gw_http_req_method(req), gw_http_req_path(req),
+           gw_http_req_peer(req), status, why);
+    send_error(req, status, manager, why, headers);
+}
+
+static void not_found(struct gw_http_req *req, bool manager)
+{
+    GW_LOG(GW_LOG_DEBUG, SUBJECT, "%s %.128s from %s: 404",
+           gw_http_req_method(req), gw_http_req_path(req),
+           gw_http_req_peer(req));
+    send_error(req, 404, manager, "not found", NULL);
+}
+
+/* 405 with Allow, unless the method is one of allow ("GET, HEAD"). */
+static bool method_ok(struct gw_http_req *req, const char *allow, bool manager)
+{
+    const char *method = gw_http_req_method(req);
+    size_t n = strlen(method);
+    char header[64];
+    const char *headers[] = {header, NULL};
+
+    for (const char *p = allow; (p = strstr(p, method)) != NULL; p += n) {
+        if ((p == allow || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0')) {
+            return true;
+        }
+    }
+    snprintf(header, sizeof(header), "Allow: %s", allow);
+    refuse(req, 405, manager, "method not allowed", headers);
+    return false;
+}
+
+/* ---- who may ask ------------------------------------------------------- */
+
+/* scheme://host[:port] with a loopback host, as browsers send it. */
+static bool origin_is_local(const char *origin)
+{
+    static const char *const hosts[] = {"localhost", "127.0.0.1", "[::1]"};
+    const char *host;
+
+    if (strncasecmp(origin, "http://", 7) == 0) {
+        host = origin + 7;
+    } else if (strncasecmp(origin, "https://", 8) == 0) {
+        host = origin + 8;
+    } else {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
+        size_t n = strlen(hosts[i]);
+        const char *rest = host + n;
+        if (strncasecmp(host, hosts[i], n) != 0) {
+            continue;
+        }
+        if (*rest == '\0') {
+            return true;
+        }
+        if (*rest != ':' || rest[1] == '\0') {
+            return false;
+        }
+        return strspn(rest + 1, "0123456789") == strlen(rest + 1) &&
+               strlen(rest + 1) <= 5;
+    }
+    return false;
+}
+
+/*
+ * Browsers name the page's origin: only local pages and the configured
+ * ones may drive the API (DNS rebinding, drive-by requests).
+ */
+static bool origin_ok(const struct gw_config *cfg, const char *origin)
+{
+    if (origin == NULL || origin_is_local(origin)) {
+        return true;
+    }
+    for (size_t i = 0; i < cfg->http.n_allowed_origins; i++) {
+        if (strcasecmp(origin, cfg->http.allowed_origins[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The credential of "Authorization: Bearer <credential>", or NULL. */
+static const char *bearer_of(struct gw_http_req *req)
+{
+    const char *auth = gw_http_req_header(req, "authorization");
+
+    if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0) {
+        return NULL;
+    }
+    return auth + 7 + strspn(auth + 7, " ");
+}
+
+/* http.token, when set, guards /metrics, /api/devices and /mcp. */
+static bool token_ok(const struct gw_config *cfg, struct gw_http_req *req)
+{
+    static const char *const challenge[] = {
+        "WWW-Authenticate: Bearer realm=\"hybridgw\"", NULL};
+    const char *token = cfg->http.token;
+    const char *given;
+
+    if (token == NULL || token[0] == '\0') {
+        return true;
+    }
+    given = bearer_of(req);
+    if (given != NULL &&
+        gw_credential_equal(token, strlen(token), given, strlen(given))) {
+        return true;
+    }
+    refuse(req, 401, false,
+           given == NULL ? "bearer token missing" : "bearer token wrong",
+           challenge);
+    return false;
+}
+
+/* The manager-api's daily token: sha256(UTC date + manager_key). */
+static bool daily_token_ok(const struct gw_config *cfg, struct gw_http_req *req)
+{
+    const char *key = cfg->http.manager_key;
+    const char *given = bearer_of(req);
+
+    if (given != NULL &&
+        gw_credential_daily_token_verify(key, strlen(key), (int64_t)time(NULL),
+                                         given, strlen(given)) == 0) {
+        return true;
+    }
+    refuse(req, 401, true,
+           given == NULL ? "missing token" : "invalid or expired token", NULL);
+    return false;
+}
+
+/* ---- devices ----------------------------------------------------------- */
+
+static struct gw_session *session_of(struct gw_instance *inst,
+                                     const char *client_id)
+{
+    struct gw_session *s = NULL;
+
+    HASH_FIND(hh, inst->sessions, client_id, strlen(client_id), s);
+    return s;
+}
+
+static cJSON *device_json(struct gw_instance *inst, const struct gw_device *dev)
+{
+    struct gw_session *s = session_of(inst, dev->client_id);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *sess = s != NULL ? cJSON_CreateObject() : cJSON_CreateNull();
+    cJSON *mcp = cJSON_CreateObject();
+
+    if (o == NULL || sess == NULL || mcp == NULL) {
+        cJSON_Delete(o);
+        cJSON_Delete(sess);
+        cJSON_Delete(mcp);
+        return NULL;
+    }
+    cJSON_AddStringToObject(o, "client_id", dev->client_id);
+    cJSON_AddStringToObject(o, "label", dev->label);
+    cJSON_AddBoolToObject(o, "online", dev->online);
+    if (s != NULL) {
+        cJSON_AddStringToObject(sess, "state", gw_session_state_name(s->state));
+        cJSON_AddStringToObject(sess, "session_id", s->session_id);
+        if (s->backend_name != NULL) {
+            cJSON_AddStringToObject(sess, "backend", s->backend_name);
+        } else {
+            cJSON_AddNullToObject(sess, "backend");
+        }
+    }
+    cJSON_AddItemToObject(o, "session", sess);
+    cJSON_AddStringToObject(mcp, "state", gw_mcp_state_name(dev->mcp));
+    cJSON_AddNumberToObject(
+        mcp, "tools", dev->tools != NULL ? cJSON_GetArraySize(dev->tools) : 0);
+    cJSON_AddBoolToObject(mcp, "complete", dev->tools_complete);
+    cJSON_AddItemToObject(o, "mcp", mcp);
+    return o;
+}
+
+static void list_devices(struct gw_http_api *api, struct gw_http_req *req)
+{
+    cJSON *doc = cJSON_CreateObject();
+    cJSON *list = cJSON_AddArrayToObject(doc, "devices");
+    int n = 0;
+
+    for (const struct gw_device *d = api->inst->devices.table;
+         d != NULL && list != NULL; d = d->hh.next) {
+        cJSON *o = device_json(api->inst, d);
+        if (o == NULL) {
+            cJSON_Delete(doc);
+            doc = NULL;
+            break;
+        }
+        cJSON_AddItemToArray(list, o);
+        n++;
+    }
+    if (doc != NULL) {
+        cJSON_AddNumberToObject(doc, "count", n);
+    }
+    send_json(req, 200, doc, NULL);
+}
+
+/* /api/devices/{id} and /api/devices/{id}/refresh. */
+static void one_device(struct gw_http_api *api, struct gw_http_req *req,
+                       const char *rest)
+{
+    const char *slash = strchr(rest, '/');
+    size_t n = slash != NULL ? (size_t)(slash - rest) : strlen(rest);
+    char id[GW_CLIENT_ID_MAX + 1];
+    const struct gw_device *dev;
+
+    if (n == 0 || n > GW_CLIENT_ID_MAX ||
+        (slash != NULL && strcmp(slash, "/refresh") != 0)) {
+        not_found(req, false);
+        return;
+    }
+    memcpy(id, rest, n);
+    id[n] = '\0';
+    if (slash == NULL) {
+        if (method_ok(req, "GET, HEAD", false)) {
+            dev = gw_devices_find(&api->inst->devices, id);
+            if (dev == NULL) {
+                not_found(req, false);
+            } else {
+                send_json(req, 200, device_json(api->inst, dev), NULL);
+            }
+        }
+        return;
+    }
+    if (!method_ok(req, "POST", false)) {
+        return;
+    }
+    if (gw_devices_refresh(&api->inst->devices, id) != 0) {
+        not_found(req, false);
+        return;
+    }
+    gw_log(GW_LOG_INFO, SUBJECT, "tool refresh of %s asked by %s", id,
+           gw_http_req_peer(req));
+    send_json(req, 202, cJSON_CreateObject(), NULL);
+}
+
+/* ---- manager-api ------------------------------------------------------- */
+
+static cJSON *parse_body(struct gw_http_req *req)
+{
+    size_t len;
+    const char *body = gw_http_req_body(req, &len);
+    cJSON *doc = cJSON_ParseWithLength(body, len);
+
+    if (doc != NULL && !cJSON_IsObject(doc)) {
+        cJSON_Delete(doc);
+        doc = NULL;
+    }
+    return doc;
+}
+
+/* {"clientIds":[..]} -> {"<id>":{"isAlive":..,"exists":..}} */
+static void devices_status(struct gw_http_api *api, struct gw_http_req *req)
+{
+    cJSON *in = parse_body(req);
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(in, "clientIds");
+    const cJSON *id;
+    cJSON *out;
+
+    if (!cJSON_IsArray(ids)) {
+        cJSON_Delete(in);
+        refuse(req, 400, true, "body must be {\"clientIds\":[...]}", NULL);
+        return;
+    }
+    out = cJSON_CreateObject();
+    cJSON_ArrayForEach(id, ids)
+    {
+        const char *cid = cJSON_GetStringValue(id);
+        struct gw_session *s;
+        const struct gw_device *dev;
+        cJSON *o;
+
+        if (cid == NULL) {
+            cJSON_Delete(in);
+            cJSON_Delete(out);
+            refuse(req, 400, true, "clientIds must hold strings", NULL);
+            return;
+        }
+        if (out == NULL || cJSON_GetObjectItemCaseSensitive(out, cid)) {
+            continue; /* asked twice */
+        }
+        s = session_of(api->inst, cid);
+        dev = gw_devices_find(&api->inst->devices, cid);
+        o = cJSON_AddObjectToObject(out, cid);
+        cJSON_AddBoolToObject(o, "isAlive",
+                              s != NULL && s->state == GW_SESSION_ACTIVE);
+        cJSON_AddBoolToObject(o, "exists", dev != NULL && dev->online);
+    }
+    cJSON_Delete(in);
+    send_json(req, 200, out, NULL);
+}
+
+static void on_command_reply(void *arg, const struct gw_mcp_reply *reply)
+{
+    struct command *cmd = arg;
+    cJSON *doc = cJSON_CreateObject();
+
+    if (reply->outcome == GW_MCP_OK) {
+        cJSON_AddBoolToObject(doc, "success", true);
+        cJSON_AddItemToObject(doc, "data",
+                              reply->result != NULL
+                                  ? cJSON_Duplicate(reply->result, true)
+                                  : cJSON_CreateNull());
+        send_json(cmd->req, 200, doc, NULL);
+    } else {
+        const char *msg = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(reply->error, "message"));
+        cJSON_AddBoolToObject(doc, "success", false);
+        cJSON_AddStringToObject(
+            doc, "error",
+            msg != NULL ? msg : gw_mcp_outcome_name(reply->outcome));
+        send_json(cmd->req, 500, doc, NULL);
+    }
+    free(cmd);
+}
+
+static void on_command_gone(struct gw_http_req *req, void *arg)
+{
+    struct command *cmd = arg;
+
+    (void)req;
+    gw_devices_abandon(&cmd->api->inst->devices, cmd->handle);
+    free(cmd);
+}
+
+/*
+ * {"type":"mcp","payload":{"method":..,"params":..}} to the device, even
+ * without a voice session; the operator may see user-only tools here.
+ */
+static void command(struct gw_http_api *api, struct gw_http_req *req,
+                    const char *client_id)
+{
+    cJSON *in = parse_body(req);
+    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(in, "payload");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(payload, "params");
+    const char *type =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(in, "type"));
+    const char *method = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(payload, "method"));
+    struct command *cmd;
+    cJSON *copy = NULL;
+
+    if (in == NULL || type == NULL || strcmp(type, "mcp") != 0) {
+        cJSON_Delete(in);
+        refuse(req, 400, true, "type must be \"mcp\"", NULL);
+        return;
+    }
+    if (!cJSON_IsObject(payload) || method == NULL || method[0] == '\0' ||
+        (params != NULL && !cJSON_IsObject(params) && !cJSON_IsArray(params))) {
+        cJSON_Delete(in);
+        refuse(req, 400, true, "payload must be {\"method\":..,\"params\":..}",
+               NULL);
+        return;
+    }
+    cmd = calloc(1, sizeof(*cmd));
+    if (cmd == NULL ||
+        (params != NULL && (copy = cJSON_Duplicate(params, true)) == NULL)) {
+        free(cmd);
+        cJSON_Delete(in);
+        send_error(req, 503, true, "out of memory", NULL);
+        return;
+    }
+    cmd->api = api;
+    cmd->req = req;
+    GW_LOG(GW_LOG_DEBUG, SUBJECT, "%s from %s for %s", method,
+           gw_http_req_peer(req), client_id);
+    gw_http_req_on_gone(req, on_command_gone, cmd);
+    gw_devices_request(&api->inst->devices, client_id, method, copy, 0,
+                       GW_MCP_FROM_API, on_command_reply, cmd, &cmd->handle);
+    cJSON_Delete(in);
+}
+
+/* Returns false when path is none of the manager-api's. */
+static bool manager_route(struct gw_http_api *api, struct gw_http_req *req,
+                          const struct gw_config *cfg, const char *path)
+{
+    bool commands =
+        strncmp(path, COMMANDS_PREFIX, strlen(COMMANDS_PREFIX)) == 0;
+    const char *id = commands ? path + strlen(COMMANDS_PREFIX) : "";
+
+    if (!commands && (strcmp(path, "/api/devices/status") != 0 ||
+                      strcmp(gw_http_req_method(req), "POST") != 0)) {
+        return false;
+    }
+    if (cfg->http.manager_key == NULL || cfg->http.manager_key[0] == '\0') {
+        not_found(req, true); /* the routes are off */
+    } else if (commands && (id[0] == '\0' || strchr(id, '/') != NULL ||
+                            strlen(id) > GW_CLIENT_ID_MAX)) {
+        not_found(req, true);
+    } else if (method_ok(req, "POST", true) && daily_token_ok(cfg, req)) {
+        if (commands) {
+            command(api, req, id);
+        } else {
+            devices_status(api, req);
+        }
+    }
+    return true;
+}
+
+/* ---- the router -------------------------------------------------------- */
+
+static void healthz(struct gw_http_api *api, struct gw_http_req *req)
+{
+    struct gw_instance *inst = api->inst;
+    bool up = inst->mqtt != NULL && gw_mqtt_link_is_up(inst->mqtt);
+    cJSON *doc = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(doc, "status", up ? "ok" : "unavailable");
+    cJSON_AddStringToObject(doc, "broker", up ? "up" : "down");
+    cJSON_AddNumberToObject(doc, "sessions", HASH_COUNT(inst->sessions));
+    cJSON_AddNumberToObject(doc, "devices_online",
+                            (double)gw_devices_online_count(&inst->devices));
+    cJSON_AddNumberToObject(
+        doc, "uptime_s",
+        (double)((uv_now(inst->loop) - inst->started_ms) / 1000));
+    send_json(req, up ? 200 : 503, doc, NULL);
+}
+
+static void metrics(struct gw_http_api *api, struct gw_http_req *req)
+{
+    char *text = NULL;
+    size_t len = 0;
+
+    if (gw_metrics_format(api->inst, &text, &len) != 0) {
+        send_error(req, 503, false, "out of memory", NULL);
+        return;
+    }
+    (void)gw_http_respond(req, 200, METRICS_TYPE, NULL, text, len);
+    free(text);
+}
+
+static bool is_under(const char *path, const char *base)
+{
+    size_t n = strlen(base);
+
+    return strncmp(path, base, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static void on_request(struct gw_http_req *req, void *arg)
+{
+    struct gw_http_api *api = arg;
+    const struct gw_config *cfg = gw_instance_config(api->inst);
+    const char *path = gw_http_req_path(req);
+
+    if (!origin_ok(cfg, gw_http_req_header(req, "origin"))) {
+        refuse(req, 403, is_under(path, "/api/commands"), "origin not allowed",
+               NULL);
+    } else if (strcmp(path, "/healthz") == 0) {
+        if (method_ok(req, "GET, HEAD", false)) {
+            healthz(api, req);
+        }
+    } else if (manager_route(api, req, cfg, path)) {
+        /* answered */
+    } else if (strcmp(path, "/metrics") == 0) {
+        if (method_ok(req, "GET, HEAD", false) && token_ok(cfg, req)) {
+            metrics(api, req);
+        }
+    } else if (is_under(path, "/api/devices")) {
+        if (!token_ok(cfg, req)) {
+            return;
+        }
+        if (strcmp(path, "/api/devices") == 0 ||
+            strcmp(path, "/api/devices/") == 0) {
+            if (method_ok(req, "GET, HEAD", false)) {
+                list_devices(api, req);
+            }
+        } else {
+            one_device(api, req, path + strlen(DEVICES_PREFIX));
+        }
+    } else if (is_under(path, "/mcp")) {
+        if (token_ok(cfg, req) &&
+            (api->inst->mcp_server == NULL ||
+             !gw_mcp_server_handle(api->inst->mcp_server, req))) {
+            not_found(req, false);
+        }
+    } else {
+        not_found(req, false);
+    }
+}
+
+/* ---- life cycle -------------------------------------------------------- */
+
+int gw_http_api_init(struct gw_instance *inst, struct gw_http_api **out)
+{
+    const struct gw_config *cfg = gw_instance_config(inst);
+    struct gw_http_server_options o = {
+        .listen = cfg->http.listen,
+        .port = cfg->http.port,
+        .max_body = (size_t)cfg->http.max_body_bytes,
+        .on_request = on_request,
+    };
+    struct gw_http_api *api;
+    int rc;
+
+    *out = NULL;
+    if (cfg->http.port == 0) {
+        return 0;
+    }
+    api = calloc(1, sizeof(*api));
+    if (api == NULL) {
+        return GW_ENOMEM;
+    }
+    api->inst = inst;
+    o.arg = api;
+    rc = gw_http_server_init(inst->loop, &o, &api->srv);
+    if (rc != 0) {
+        free(api);
+        return rc;
+    }
+    gw_log(GW_LOG_INFO, SUBJECT, "API on %s port %d (token %s, manager-api %s)",
+           cfg->http.listen, gw_http_server_port(api->srv),
+           cfg->http.token[0] != '\0' ? "required" : "off",
+           cfg->http.manager_key[0] != '\0' ? "on" : "off");
+    *out = api;
+    return 0;
+}
+
+int gw_http_api_port(const struct gw_http_api *api)
+{
+    return api->srv != NULL ? gw_http_server_port(api->srv) : 0;
+}
+
+uint64_t gw_http_api_responses(const struct gw_http_api *api, int status)
+{
+    return api != NULL ? gw_http_server_responses(api->srv, status) : 0;
+}
+
+static void on_server_closed(struct gw_http_server *srv, void *arg)
+{
+    struct gw_http_api *api = arg;
+
+    (void)srv;
+    if (api->close_cb != NULL) {
+        api->close_cb(api, api->close_arg);
+    }
+    free(api);
+}
+
+void gw_http_api_close(struct gw_http_api *api,
+                       void (*cb)(struct gw_http_api *api, void *arg),
+                       void *arg)
+{
+    if (api == NULL || api->srv == NULL) {
+        return;
+    }
+    api->close_cb = cb;
+    api->close_arg = arg;
+    gw_http_server_close(api->srv, on_server_closed, api);
+    api->srv = NULL; /* a second close does nothing */
+}

@@ -1,0 +1,743 @@
+/*
+ * The HTTP/1.1 server: a listening socket of our own (any address family,
+ * port 0 for tests) whose connections a private libwebsockets context on
+ * the instance's loop adopts. lws parses requests and keeps connections
+ * alive between them; this file hands each request to the handler and
+ * writes its answer (queued by http_request.c) while lws waits.
+ */
+#include "gateway/http_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <libwebsockets.h>
+
+#include "gateway/http_server_int.h"
+#include "gateway/log.h"
+
+#define SUBJECT         "http"
+#define HEADER_DATA     8192 /* request headers lws keeps */
+#define ACCEPT_BATCH    32
+#define ACCEPT_PAUSE_MS 100  /* after running out of descriptors */
+#define KEEPALIVE_S     60   /* idle keep-alive connections */
+#define BODY_TIMEOUT_S  30   /* between two pieces of a body */
+#define DESTROY_WAIT_MS 5000 /* for lws's own handles to close */
+#define TICK_MS         1
+
+static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                  void *in, size_t len);
+
+static const struct lws_protocols protocols[] = {
+    {"gw-http", on_lws, 0, 0, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/* lws's warnings and errors go to our log (see backend_ws.c). */
+static void lws_log_line(int level, const char *line)
+{
+    char buf[256];
+    size_t n = strnlen(line, sizeof(buf) - 1);
+
+    memcpy(buf, line, n);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) {
+        n--;
+    }
+    buf[n] = '\0';
+    (void)level;
+    gw_log(GW_LOG_WARN, "lws", "%s", buf);
+}
+
+/* ---- the connection's socket while a request is open ---- */
+
+/*
+ * Once lws 4.1 hands a request over it reads nothing from the socket
+ * until the transaction completes: it would neither notice the client
+ * leave nor stop polling a socket with unread input (it would spin).
+ * So its input is paused from the handler's turn on, and a second
+ * descriptor of the socket is watched here instead: for the peer's end
+ * of stream, and for room to write the answer, which goes out from here
+ * (without lws, whose writable events stop with its input).
+ */
+struct watch {
+    uv_poll_t poll;
+    int fd;
+    int events; /* UV_DISCONNECT, and UV_WRITABLE while bytes wait */
+    struct gw_http_server *srv;
+    struct gw_http_req *req; /* NULL once the request no longer needs it */
+};
+
+static void handle_done(struct gw_http_server *srv);
+
+void gw_http_conn_kill(struct lws *wsi)
+{
+    lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+    /* lws re-arms its timer only when it runs: make it run now. */
+    lws_cancel_service(lws_get_context(wsi));
+}
+
+static void on_watch_closed(uv_handle_t *handle)
+{
+    struct watch *w = handle->data;
+    struct gw_http_server *srv = w->srv;
+
+    close(w->fd);
+    free(w);
+    handle_done(srv);
+}
+
+void gw_http_watch_stop(struct gw_http_req *req)
+{
+    struct watch *w = req->watch;
+
+    if (w != NULL) {
+        req->watch = NULL;
+        w->req = NULL;
+        uv_close((uv_handle_t *)&w->poll, on_watch_closed);
+    }
+}
+
+/* The client left, or writing failed: on_gone if owed, then drop it. */
+static void drop(struct gw_http_req *req, const char *why)
+{
+    struct lws *wsi = req->wsi;
+
+    GW_LOG(GW_LOG_DEBUG, SUBJECT, "%s %.128s from %s: %s", req->method,
+           req->path, req->peer, why);
+    gw_http_req_lost(req);
+    if (wsi != NULL) {
+        gw_http_conn_kill(wsi);
+    }
+}
+
+/* Everything is out: the connection serves its next request, or ends. */
+static void complete(struct gw_http_req *req)
+{
+    struct lws *wsi = req->wsi;
+    bool keep = req->keep_alive; /* never after a refusal */
+    bool paused = req->rx_paused;
+
+    gw_http_req_free(req);
+    if (keep) {
+        if (paused) {
+            lws_rx_flow_control(wsi, 1); /* a pipelined request may wait */
+        }
+        if (lws_http_transaction_completed(wsi) == 0) {
+            return;
+        }
+    }
+    gw_http_conn_kill(wsi);
+}
+
+/* Writes what the socket takes: 1 when all is out, 0 for later, or -1. */
+static int flush(struct gw_http_req *req, int fd)
+{
+    while (req->out_head != NULL) {
+        struct out_buf *o = req->out_head;
+        ssize_t n = send(fd, o->data + o->off, o->len - o->off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+        }
+        o->off += (size_t)n;
+        req->out_bytes -= (size_t)n;
+        if (o->off < o->len) {
+            return 0;
+        }
+        req->out_head = o->next;
+        if (req->out_head == NULL) {
+            req->out_tail = NULL;
+        }
+        if (o->detach_after) {
+            /* A stream holds no header table: lws would reclaim one held
+             * for minutes by killing the connection. */
+            lws_http_headers_detach(req->wsi);
+        }
+        free(o);
+    }
+    return 1;
+}
+
+static void on_watch(uv_poll_t *poll, int status, int events);
+
+static void watch_events(struct watch *w, int events)
+{
+    if (w->events != events) {
+        w->events = events;
+        uv_poll_start(&w->poll, events, on_watch);
+    }
+}
+
+static void on_watch(uv_poll_t *poll, int status, int events)
+{
+    struct watch *w = poll->data;
+    struct gw_http_req *req = w->req;
+    int rc = 1;
+
+    if (req == NULL || req->wsi == NULL || req->killed) {
+        uv_poll_stop(poll);
+        return;
+    }
+    if (status < 0) {
+        drop(req, uv_strerror(status));
+        return;
+    }
+    if (events & UV_WRITABLE) {
+        rc = flush(req, w->fd);
+        if (rc < 0) {
+            drop(req, strerror(errno));
+            return;
+        }
+        if (rc > 0 && req->state == REQ_FINISHING) {
+            complete(req);
+            return;
+        }
+    }
+    if (events & UV_DISCONNECT) {
+        drop(req, "client left");
+        return;
+    }
+    watch_events(w, rc > 0 ? UV_DISCONNECT : UV_DISCONNECT | UV_WRITABLE);
+}
+
+static int watch_start(struct gw_http_req *req)
+{
+    struct gw_http_server *srv = req->srv;
+    struct watch *w = malloc(sizeof(*w));
+
+    if (w == NULL) {
+        return GW_ENOMEM;
+    }
+    w->fd = fcntl(lws_get_socket_fd(req->wsi), F_DUPFD_CLOEXEC, 0);
+    if (w->fd < 0 || uv_poll_init_socket(srv->loop, &w->poll, w->fd) != 0) {
+        if (w->fd >= 0) {
+            close(w->fd);
+        }
+        free(w);
+        return GW_ENOMEM;
+    }
+    w->poll.data = w;
+    w->srv = srv;
+    w->req = req;
+    w->events = 0;
+    req->watch = w;
+    srv->handles_open++;
+    watch_events(w, req->out_head != NULL ? UV_DISCONNECT | UV_WRITABLE
+                                          : UV_DISCONNECT);
+    return 0;
+}
+
+void gw_http_watch_write(struct gw_http_req *req)
+{
+    if (req->watch != NULL) {
+        watch_events(req->watch, UV_DISCONNECT | UV_WRITABLE);
+    } else if (req->wsi != NULL && !req->killed && watch_start(req) != 0) {
+        gw_log(GW_LOG_WARN, SUBJECT, "%s: out of descriptors; closing",
+               req->peer);
+        req->killed = true;
+        gw_http_conn_kill(req->wsi);
+    }
+}
+
+/* ---- the lws side ------------------------------------------------------ */
+
+static void dispatch(struct gw_http_req *req)
+{
+    struct gw_http_server *srv = req->srv;
+
+    /* lws's content timeout would end a request that waits on a device;
+     * the handler bounds its own waits. */
+    lws_set_timeout(req->wsi, NO_PENDING_TIMEOUT, 0);
+    lws_rx_flow_control(req->wsi, 0);
+    req->rx_paused = true;
+    if (watch_start(req) != 0) {
+        gw_log(GW_LOG_WARN, SUBJECT, "%s: out of descriptors; closing",
+               req->peer);
+        req->state = REQ_FINISHING;
+        req->killed = true;
+        gw_http_conn_kill(req->wsi);
+        return;
+    }
+    req->state = REQ_WAITING;
+    req->live_headers = true;
+    srv->busy++;
+    srv->on_request(req, srv->arg);
+    srv->busy--;
+    req->live_headers = false; /* nothing frees req inside the handler */
+}
+
+/* Content-Length in plain decimal; -1 when absent, GW_EMALFORMED if bad. */
+static long long content_length(const struct gw_http_req *req)
+{
+    const char *v = gw_http_req_header(req, "content-length");
+    long long n = 0;
+
+    if (v == NULL) {
+        return -1;
+    }
+    if (*v == '\0') {
+        return GW_EMALFORMED;
+    }
+    for (; *v != '\0'; v++) {
+        if (*v < '0' || *v > '9' || n > 1000000000000LL) {
+            return GW_EMALFORMED; /* also "5,5" from a repeated header */
+        }
+        n = n * 10 + (*v - '0');
+    }
+    return n;
+}
+
+/* Before the body: lws reads it, so this tiny write cannot be in its way. */
+static void send_continue(struct lws *wsi)
+{
+    static const char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+    (void)send(lws_get_socket_fd(wsi), line, sizeof(line) - 1,
+               MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* The request's head is complete: refuse it, await its body, or serve it. */
+static int on_http(struct gw_http_server *srv, struct lws *wsi,
+                   struct gw_http_req *open)
+{
+    struct gw_http_req *req;
+    const char *expect;
+    long long len;
+
+    if (open != NULL) {
+        /* Input is paused until an answer is out: never here. */
+        gw_log(GW_LOG_WARN, SUBJECT, "%s: request before an answer; closing",
+               open->peer);
+        gw_http_req_lost(open);
+        return -1;
+    }
+    if (srv->phase != SRV_RUNNING) {
+        return -1;
+    }
+    req = gw_http_req_create(srv, wsi);
+    if (req == NULL) {
+        gw_log(GW_LOG_WARN, SUBJECT, "out of memory for a request; closing");
+        return -1;
+    }
+    len = content_length(req);
+    if (len < -1) {
+        gw_http_req_refuse(req, 400, "bad Content-Length");
+    } else if (gw_http_req_header(req, "transfer-encoding") != NULL) {
+        /* lws reads no chunked bodies */
+        gw_http_req_refuse(req, 411, "a body needs Content-Length");
+    } else if (len < 0 && (strcmp(req->method, "POST") == 0 ||
+                           strcmp(req->method, "PUT") == 0 ||
+                           strcmp(req->method, "PATCH") == 0)) {
+        /* No body ("curl -X POST"), but lws now takes whatever follows
+         * for one: the connection ends with the answer. */
+        req->keep_alive = false;
+        dispatch(req);
+    } else if (len > (long long)req->srv->max_body) {
+        gw_http_req_refuse(req, 413, "body too large");
+    } else if (len <= 0) {
+        dispatch(req);
+    } else if ((req->body = malloc((size_t)len + 1)) == NULL) {
+        gw_http_req_refuse(req, 503, "out of memory");
+    } else {
+        req->body_cap = (size_t)len;
+        expect = gw_http_req_header(req, "expect");
+        if (expect != NULL && strcasecmp(expect, "100-continue") == 0) {
+            send_continue(wsi);
+        }
+    }
+    return 0;
+}
+
+static int on_body(struct gw_http_req *req, const void *in, size_t len)
+{
+    if (req == NULL || req->state != REQ_READING) {
+        return 0; /* refused: lws reads what comes, we drop it */
+    }
+    if (len > req->body_cap - req->body_len) {
+        return -1; /* lws stops at Content-Length; never here */
+    }
+    memcpy(req->body + req->body_len, in, len);
+    req->body_len += len;
+    return 0;
+}
+
+static void on_body_done(struct gw_http_req *req)
+{
+    if (req != NULL && req->state == REQ_READING) {
+        req->body[req->body_len] = '\0';
+        dispatch(req);
+    }
+}
+
+/* Not HTTP we serve: lws closes the connection when we say so. */
+static void refuse_connection(struct lws *wsi, const char *what,
+                              const char *detail)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char peer[INET6_ADDRSTRLEN] = "?";
+
+    if (getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&ss, &len) ==
+        0) {
+        inet_ntop(ss.ss_family,
+                  ss.ss_family == AF_INET6
+                      ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+                      : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
+                  peer, sizeof(peer));
+    }
+    gw_log(GW_LOG_WARN, SUBJECT, "%s%s%.32s from %s refused; closing", what,
+           detail != NULL ? " " : "", detail != NULL ? detail : "", peer);
+}
+
+static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                  void *in, size_t len)
+{
+    struct gw_http_server *srv = lws_context_user(lws_get_context(wsi));
+    struct gw_http_req *req = lws_wsi_user(wsi);
+
+    switch (reason) {
+    case LWS_CALLBACK_HTTP:
+        return on_http(srv, wsi, req);
+    case LWS_CALLBACK_HTTP_BODY:
+        return on_body(req, in, len);
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        on_body_done(req);
+        return 0;
+    case LWS_CALLBACK_CLOSED_HTTP:
+    case LWS_CALLBACK_WSI_DESTROY:
+        if (req != NULL) {
+            gw_http_req_lost(req);
+        }
+        return 0;
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: /* WebSocket, h2c */
+        refuse_connection(wsi, "upgrade", in);
+        return -1;
+    case LWS_CALLBACK_RAW_ADOPT: /* a CONNECT request */
+        refuse_connection(wsi, "CONNECT", NULL);
+        return -1;
+    default:
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    }
+}
+
+/* ---- the listener ------------------------------------------------------ */
+
+static void on_accept(uv_poll_t *poll, int status, int events);
+
+static void on_accept_resume(uv_timer_t *timer)
+{
+    struct gw_http_server *srv = timer->data;
+
+    if (srv->phase == SRV_RUNNING) {
+        uv_poll_start(&srv->listener, UV_READABLE, on_accept);
+    }
+}
+
+static void on_accept(uv_poll_t *poll, int status, int events)
+{
+    struct gw_http_server *srv = poll->data;
+    int one = 1;
+
+    (void)events;
+    if (status < 0) {
+        gw_log(GW_LOG_WARN, SUBJECT, "listener: %s", uv_strerror(status));
+        return;
+    }
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        int fd = accept4(srv->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED)) {
+            continue;
+        }
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+                errno == ENOMEM) {
+                /* The socket stays readable: pause instead of spinning. */
+                gw_log(GW_LOG_WARN, SUBJECT, "cannot accept: %s",
+                       strerror(errno));
+                uv_poll_stop(poll);
+                uv_timer_start(&srv->timer, on_accept_resume, ACCEPT_PAUSE_MS,
+                               0);
+            }
+            return;
+        }
+        /* Stream events are small writes that must not wait for ACKs. */
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (lws_adopt_socket_vhost(srv->vh, fd) == NULL) {
+            gw_log(GW_LOG_WARN, SUBJECT, "connection refused by lws");
+        }
+    }
+}
+
+/* host: an IP literal (IPv6 with or without brackets) or a name. */
+static int listen_on(struct gw_http_server *srv, const char *host, int port)
+{
+    struct addrinfo hints, *res = NULL;
+    char name[256], service[8];
+    size_t n = strlen(host);
+    int rc, err = EADDRNOTAVAIL;
+
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+        host++;
+        n -= 2;
+    }
+    if (n >= sizeof(name) || port < 0 || port > 65535) {
+        gw_log(GW_LOG_ERROR, SUBJECT, "cannot listen on %s:%d", host, port);
+        return GW_ECONFIG;
+    }
+    memcpy(name, host, n);
+    name[n] = '\0';
+    snprintf(service, sizeof(service), "%d", port);
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    rc = getaddrinfo(name, service, &hints, &res);
+    if (rc != 0) {
+        gw_log(GW_LOG_ERROR, SUBJECT, "cannot listen on %s:%d: %s", name, port,
+               gai_strerror(rc));
+        return GW_ECONFIG;
+    }
+    for (struct addrinfo *ai = res; ai != NULL && srv->fd < 0;
+         ai = ai->ai_next) {
+        int one = 1;
+        int fd = socket(ai->ai_family,
+                        SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            listen(fd, SOMAXCONN) == 0) {
+            srv->fd = fd;
+        } else {
+            err = errno;
+            close(fd);
+        }
+    }
+    freeaddrinfo(res);
+    if (srv->fd < 0) {
+        gw_log(GW_LOG_ERROR, SUBJECT, "cannot listen on %s:%d: %s", name, port,
+               strerror(err));
+        return GW_ECONFIG;
+    }
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    getsockname(srv->fd, (struct sockaddr *)&ss, &len);
+    srv->port =
+        ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                       : ((struct sockaddr_in *)&ss)->sin_port);
+    return 0;
+}
+
+/* ---- the server -------------------------------------------------------- */
+
+static int create_context(struct gw_http_server *srv)
+{
+    struct lws_context_creation_info info;
+    void *loops[1] = {srv->loop};
+
+    lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_line);
+    memset(&info, 0, sizeof(info));
+    info.options = LWS_SERVER_OPTION_LIBUV;
+    info.foreign_loops = loops;
+    info.port = CONTEXT_PORT_NO_LISTEN_SERVER; /* we accept, lws adopts */
+    info.vhost_name = "gw-http";
+    info.protocols = protocols;
+    info.gid = -1;
+    info.uid = -1;
+    info.timeout_secs = BODY_TIMEOUT_S;
+    info.keepalive_timeout = KEEPALIVE_S;
+    info.max_http_header_data = HEADER_DATA;
+    info.pcontext = &srv->ctx;
+    info.user = srv; /* on_lws finds srv through the context */
+    srv->ctx = lws_create_context(&info);
+    if (srv->ctx == NULL) {
+        gw_log(GW_LOG_ERROR, SUBJECT,
+               "cannot create the HTTP context (is the libuv event "
+               "library of libwebsockets installed?)");
+        return GW_ECONFIG;
+    }
+    srv->ctx_tag = srv->ctx;
+    srv->vh = lws_get_vhost_by_name(srv->ctx, "gw-http");
+    return 0;
+}
+
+int gw_http_server_init(uv_loop_t *loop, const struct gw_http_server_options *o,
+                        struct gw_http_server **out)
+{
+    struct gw_http_server *srv;
+    int rc;
+
+    if (loop == NULL || o == NULL || out == NULL || o->listen == NULL ||
+        o->on_request == NULL) {
+        return GW_EINVAL;
+    }
+    srv = calloc(1, sizeof(*srv));
+    if (srv == NULL) {
+        return GW_ENOMEM;
+    }
+    srv->loop = loop;
+    srv->fd = -1;
+    srv->max_body = o->max_body;
+    srv->on_request = o->on_request;
+    srv->arg = o->arg;
+    rc = listen_on(srv, o->listen, o->port);
+    if (rc == 0 && (rc = create_context(srv)) != 0) {
+        close(srv->fd);
+    }
+    if (rc != 0) {
+        free(srv);
+        return rc;
+    }
+    uv_timer_init(loop, &srv->timer);
+    srv->timer.data = srv;
+    srv->handles_open = 1;
+    if (srv->vh == NULL ||
+        uv_poll_init_socket(loop, &srv->listener, srv->fd) != 0) {
+        gw_log(GW_LOG_ERROR, SUBJECT, "cannot start the HTTP listener");
+        close(srv->fd);
+        srv->fd = -1;
+        gw_http_server_close(srv, NULL, NULL); /* lws needs the loop */
+        return GW_ECONFIG;
+    }
+    srv->listener.data = srv;
+    srv->handles_open = 2;
+    srv->listening = true;
+    uv_poll_start(&srv->listener, UV_READABLE, on_accept);
+    *out = srv;
+    return 0;
+}
+
+int gw_http_server_port(const struct gw_http_server *srv)
+{
+    return srv->port;
+}
+
+uint64_t gw_http_server_responses(const struct gw_http_server *srv, int status)
+{
+    if (srv == NULL || status < STATUS_MIN || status > STATUS_MAX) {
+        return 0;
+    }
+    return srv->responses[status - STATUS_MIN];
+}
+
+static void handle_done(struct gw_http_server *srv)
+{
+    if (--srv->handles_open > 0) {
+        return;
+    }
+    if (srv->close_cb != NULL) {
+        srv->close_cb(srv, srv->close_arg);
+    }
+    free(srv);
+}
+
+static void on_handle_closed(uv_handle_t *handle)
+{
+    struct gw_http_server *srv = handle->data;
+
+    if (handle == (uv_handle_t *)&srv->listener) {
+        close(srv->fd);
+        srv->fd = -1;
+    }
+    handle_done(srv);
+}
+
+static void find_tagged(uv_handle_t *handle, void *arg)
+{
+    void **tag = arg;
+
+    if (handle->data == *tag) {
+        *tag = NULL;
+    }
+}
+
+/* Whether any of lws's own uv handles (timer, idle) is still open. */
+static bool lws_handles_left(struct gw_http_server *srv)
+{
+    void *tag = srv->ctx_tag;
+
+    uv_walk(srv->loop, find_tagged, &tag);
+    return tag == NULL;
+}
+
+/* Every request ends; those owed an answer or an end get on_gone. */
+static void drop_all(struct gw_http_server *srv)
+{
+    while (srv->reqs != NULL) {
+        struct lws *wsi = srv->reqs->wsi;
+        gw_http_req_lost(srv->reqs); /* may answer or end others */
+        if (wsi != NULL) {
+            gw_http_conn_kill(wsi);
+        }
+    }
+}
+
+/*
+ * Shutdown, one step per tick: report and drop every request, destroy
+ * the context (first phase: lws closes its connections and uv handles),
+ * wait until those handles are gone, then destroy again (lws frees it).
+ */
+static void on_shutdown_tick(uv_timer_t *timer)
+{
+    struct gw_http_server *srv = timer->data;
+
+    if (srv->phase == SRV_DRAINING) {
+        drop_all(srv);
+        srv->phase = SRV_DESTROYING;
+        srv->deadline_ms = uv_now(srv->loop) + DESTROY_WAIT_MS;
+        lws_context_destroy(srv->ctx);
+        return;
+    }
+    if (srv->phase != SRV_DESTROYING) {
+        return;
+    }
+    if (lws_handles_left(srv)) {
+        if (uv_now(srv->loop) < srv->deadline_ms) {
+            return;
+        }
+        gw_log(GW_LOG_ERROR, SUBJECT,
+               "HTTP context did not finish closing; leaking it");
+    } else if (srv->ctx != NULL) {
+        lws_context_destroy(srv->ctx);
+    }
+    srv->phase = SRV_CLOSED;
+    uv_timer_stop(timer);
+    uv_close((uv_handle_t *)timer, on_handle_closed);
+}
+
+void gw_http_server_close(struct gw_http_server *srv,
+                          void (*cb)(struct gw_http_server *srv, void *arg),
+                          void *arg)
+{
+    if (srv == NULL || srv->phase != SRV_RUNNING) {
+        return;
+    }
+    srv->phase = SRV_DRAINING;
+    srv->close_cb = cb;
+    srv->close_arg = arg;
+    if (srv->listening) {
+        srv->listening = false;
+        uv_poll_stop(&srv->listener);
+        uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
+    }
+    if (srv->busy == 0) {
+        /* Now, so that owners may free what on_gone still needs after
+         * this returns; from inside a callback of ours, at the next tick. */
+        drop_all(srv);
+    }
+    uv_timer_start(&srv->timer, on_shutdown_tick, 0, TICK_MS);
+}

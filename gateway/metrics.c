@@ -1,0 +1,326 @@
+/*
+ * The Prometheus text exposition (format 0.0.4) of an instance's counters:
+ * one HELP and TYPE line per family, label values escaped, the MCP
+ * latency as a cumulative histogram in seconds.
+ */
+#include "gateway/metrics.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uthash.h>
+
+#include "gateway/http_api.h"
+#include "gateway/instance.h"
+#include "gateway/mcp_server.h"
+
+#define INITIAL_CAP 16384
+
+struct out {
+    char *buf;
+    size_t len, cap;
+    bool oom;
+};
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void
+put(struct out *o, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (o->oom) {
+        return;
+    }
+    for (;;) {
+        va_start(ap, fmt);
+        n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            o->oom = true;
+            return;
+        }
+        if ((size_t)n < o->cap - o->len) {
+            o->len += (size_t)n;
+            return;
+        }
+        size_t cap = o->cap * 2 > o->len + (size_t)n + 1
+                         ? o->cap * 2
+                         : o->len + (size_t)n + 1;
+        char *grown = realloc(o->buf, cap);
+        if (grown == NULL) {
+            o->oom = true;
+            return;
+        }
+        o->buf = grown;
+        o->cap = cap;
+    }
+}
+
+static void family(struct out *o, const char *name, const char *type,
+                   const char *help)
+{
+    put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value as the format wants it: \\, \" and \n escaped. */
+static void put_label_value(struct out *o, const char *v)
+{
+    for (; *v != '\0'; v++) {
+        switch (*v) {
+        case '\\':
+            put(o, "\\\\");
+            break;
+        case '"':
+            put(o, "\\\"");
+            break;
+        case '\n':
+            put(o, "\\n");
+            break;
+        default:
+            put(o, "%c", *v);
+        }
+    }
+}
+
+/* name{label="value"} n, or name n when label is NULL. */
+static void sample(struct out *o, const char *name, const char *label,
+                   const char *value, uint64_t n)
+{
+    if (label == NULL) {
+        put(o, "%s %llu\n", name, (unsigned long long)n);
+        return;
+    }
+    put(o, "%s{%s=\"", name, label);
+    put_label_value(o, value);
+    put(o, "\"} %llu\n", (unsigned long long)n);
+}
+
+static void counter(struct out *o, const char *name, const char *help,
+                    uint64_t n)
+{
+    family(o, name, "counter", help);
+    sample(o, name, NULL, NULL, n);
+}
+
+static void gauge(struct out *o, const char *name, const char *help, uint64_t n)
+{
+    family(o, name, "gauge", help);
+    sample(o, name, NULL, NULL, n);
+}
+
+/* ---- the families ------------------------------------------------------ */
+
+static void sessions_part(struct out *o, const struct gw_instance *inst)
+{
+    const struct gw_instance_stats *st = &inst->stats;
+
+    family(o, "hybridgw_uptime_seconds", "gauge",
+           "Seconds since the instance started.");
+    put(o, "hybridgw_uptime_seconds %.3f\n",
+        (double)(uv_now(inst->loop) - inst->started_ms) / 1000.0);
+    gauge(o, "hybridgw_sessions", "Voice sessions now open.",
+          HASH_COUNT(inst->sessions));
+    gauge(o, "hybridgw_devices_online", "Devices now online.",
+          gw_devices_online_count(&inst->devices));
+    gauge(o, "hybridgw_broker_up", "1 while the broker link is up.",
+          inst->mqtt != NULL && gw_mqtt_link_is_up(inst->mqtt));
+    counter(o, "hybridgw_sessions_started_total", "Voice sessions started.",
+            st->sessions_started);
+    family(o, "hybridgw_sessions_ended_total", "counter",
+           "Voice sessions ended, by reason.");
+    for (int i = 0; i < GW_END_COUNT_; i++) {
+        sample(o, "hybridgw_sessions_ended_total", "reason",
+               gw_session_end_name((enum gw_session_end)i),
+               st->sessions_ended[i]);
+    }
+    family(o, "hybridgw_messages_refused_total", "counter",
+           "Messages refused, by reason.");
+    for (int i = 0; i < GW_REFUSE_COUNT_; i++) {
+        sample(o, "hybridgw_messages_refused_total", "reason",
+               gw_refusal_name((enum gw_refusal)i), st->refused[i]);
+    }
+    family(o, "hybridgw_messages_relayed_total", "counter",
+           "JSON messages relayed between devices and backends.");
+    sample(o, "hybridgw_messages_relayed_total", "direction",
+           "device_to_backend", st->device_messages);
+    sample(o, "hybridgw_messages_relayed_total", "direction",
+           "backend_to_device", st->backend_messages);
+    family(o, "hybridgw_audio_packets_total", "counter",
+           "Opus packets relayed between devices and backends.");
+    sample(o, "hybridgw_audio_packets_total", "direction", "device_to_backend",
+           st->uplink_audio);
+    sample(o, "hybridgw_audio_packets_total", "direction", "backend_to_device",
+           st->downlink_audio);
+    family(o, "hybridgw_presence_changes_total", "counter",
+           "Devices the broker reported coming online or going offline.");
+    sample(o, "hybridgw_presence_changes_total", "to", "online",
+           st->presence_online);
+    sample(o, "hybridgw_presence_changes_total", "to", "offline",
+           st->presence_offline);
+}
+
+static void transport_part(struct out *o, const struct gw_instance *inst)
+{
+    if (inst->udp != NULL) {
+        struct gw_udp_audio_stats us;
+        gw_udp_audio_get_stats(inst->udp, &us);
+        counter(o, "hybridgw_udp_received_total", "UDP datagrams read.",
+                us.rx_packets);
+        counter(o, "hybridgw_udp_sent_total", "UDP audio datagrams sent.",
+                us.tx_audio);
+        family(o, "hybridgw_udp_drops_total", "counter",
+               "UDP datagrams dropped, by reason.");
+        for (int i = 0; i < GW_UDP_DROP_COUNT_; i++) {
+            sample(o, "hybridgw_udp_drops_total", "reason",
+                   gw_udp_drop_name((enum gw_udp_drop)i), us.drops[i]);
+        }
+    }
+    if (inst->bws != NULL) {
+        struct gw_backend_ws_stats bs;
+        gw_backend_ws_get_stats(inst->bws, &bs);
+        gauge(o, "hybridgw_backend_connections",
+              "Backend WebSockets open or closing.", bs.live);
+        counter(o, "hybridgw_backend_connects_total",
+                "Backend WebSocket upgrades that succeeded.", bs.connects);
+        counter(o, "hybridgw_backend_connect_errors_total",
+                "Backend WebSockets that failed before the upgrade.",
+                bs.connect_errors);
+        family(o, "hybridgw_backend_messages_total", "counter",
+               "Backend WebSocket messages, by direction and kind.");
+        put(o,
+            "hybridgw_backend_messages_total{direction=\"rx\",kind=\"text\"} "
+            "%llu\n"
+            "hybridgw_backend_messages_total{direction=\"rx\",kind=\"audio\"} "
+            "%llu\n"
+            "hybridgw_backend_messages_total{direction=\"tx\",kind=\"text\"} "
+            "%llu\n"
+            "hybridgw_backend_messages_total{direction=\"tx\",kind=\"audio\"} "
+            "%llu\n",
+            (unsigned long long)bs.rx_text, (unsigned long long)bs.rx_audio,
+            (unsigned long long)bs.tx_text, (unsigned long long)bs.tx_audio);
+        counter(o, "hybridgw_backend_bad_frames_total",
+                "Binary backend messages that did not decode.",
+                bs.rx_bad_frames);
+        counter(o, "hybridgw_backend_dropped_total",
+                "Messages dropped on a full backend send queue.",
+                bs.tx_dropped);
+    }
+    if (inst->mqtt != NULL) {
+        struct gw_mqtt_link_stats ms;
+        gw_mqtt_link_get_stats(inst->mqtt, &ms);
+        counter(o, "hybridgw_mqtt_connects_total", "Broker connections made.",
+                ms.connects);
+        counter(o, "hybridgw_mqtt_disconnects_total",
+                "Broker connections lost or refused.", ms.disconnects);
+        family(o, "hybridgw_mqtt_messages_total", "counter",
+               "MQTT messages, by direction.");
+        sample(o, "hybridgw_mqtt_messages_total", "direction", "rx",
+               ms.rx_messages);
+        sample(o, "hybridgw_mqtt_messages_total", "direction", "tx",
+               ms.tx_messages);
+        counter(o, "hybridgw_mqtt_dropped_total",
+                "Publishes dropped while the broker was away.", ms.tx_dropped);
+    }
+}
+
+static void latency_part(struct out *o, const struct gw_mcp_stats *st)
+{
+    static const unsigned bounds[GW_MCP_LATENCY_BUCKETS] =
+        GW_MCP_LATENCY_BOUNDS;
+    const char *name = "hybridgw_mcp_request_duration_seconds";
+    uint64_t cum = 0;
+
+    family(o, name, "histogram",
+           "Time from a request to the device until its end.");
+    for (int i = 0; i < GW_MCP_LATENCY_BUCKETS; i++) {
+        cum += st->latency_le[i];
+        put(o, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i] / 1000.0,
+            (unsigned long long)cum);
+    }
+    cum += st->latency_le[GW_MCP_LATENCY_BUCKETS];
+    put(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+    put(o, "%s_sum %.3f\n", name, (double)st->latency_sum_ms / 1000.0);
+    put(o, "%s_count %llu\n", name, (unsigned long long)cum);
+}
+
+static void mcp_part(struct out *o, const struct gw_instance *inst)
+{
+    const struct gw_mcp_stats *st = &inst->devices.stats;
+
+    family(o, "hybridgw_mcp_requests_total", "counter",
+           "Requests to devices' MCP servers, by origin and outcome.");
+    for (int i = 0; i < GW_MCP_ORIGIN_COUNT_; i++) {
+        for (int j = 0; j < GW_MCP_OUTCOME_COUNT_; j++) {
+            put(o, "hybridgw_mcp_requests_total{origin=\"");
+            put_label_value(o, gw_mcp_origin_name((enum gw_mcp_origin)i));
+            put(o, "\",outcome=\"");
+            put_label_value(o, gw_mcp_outcome_name((enum gw_mcp_outcome)j));
+            put(o, "\"} %llu\n", (unsigned long long)st->requests[i][j]);
+        }
+    }
+    latency_part(o, st);
+    counter(o, "hybridgw_mcp_unsolicited_total",
+            "Device MCP responses that nobody waited for.", st->unsolicited);
+    counter(o, "hybridgw_mcp_refused_total",
+            "Device MCP messages that did not parse.", st->refused);
+    counter(o, "hybridgw_mcp_discoveries_total", "Tool discoveries completed.",
+            st->discoveries);
+    counter(o, "hybridgw_mcp_list_changed_total",
+            "tools/list_changed notifications from devices.", st->list_changed);
+    if (inst->mcp_server != NULL) {
+        struct gw_mcp_server_stats ss;
+        gw_mcp_server_get_stats(inst->mcp_server, &ss);
+        counter(o, "hybridgw_mcp_server_sessions_opened_total",
+                "MCP server sessions opened.", ss.sessions_opened);
+        counter(o, "hybridgw_mcp_server_sessions_expired_total",
+                "MCP server sessions that expired.", ss.sessions_expired);
+        counter(o, "hybridgw_mcp_server_requests_total",
+                "JSON-RPC requests the MCP server handled.", ss.requests);
+        counter(o, "hybridgw_mcp_server_rejected_total",
+                "MCP server requests answered with a 4xx status.", ss.rejected);
+        gauge(o, "hybridgw_mcp_server_streams",
+              "MCP server GET streams now open.", ss.streams_open);
+    }
+}
+
+static void http_part(struct out *o, const struct gw_instance *inst)
+{
+    char code[8];
+
+    family(o, "hybridgw_http_responses_total", "counter",
+           "HTTP API responses, by status code.");
+    for (int status = 100; status <= 599 && inst->api != NULL; status++) {
+        uint64_t n = gw_http_api_responses(inst->api, status);
+        if (n > 0) {
+            snprintf(code, sizeof(code), "%d", status);
+            sample(o, "hybridgw_http_responses_total", "code", code, n);
+        }
+    }
+}
+
+int gw_metrics_format(const struct gw_instance *inst, char **out, size_t *len)
+{
+    struct out o = {.buf = malloc(INITIAL_CAP), .cap = INITIAL_CAP};
+
+    if (o.buf == NULL) {
+        return GW_ENOMEM;
+    }
+    o.buf[0] = '\0';
+    sessions_part(&o, inst);
+    transport_part(&o, inst);
+    mcp_part(&o, inst);
+    http_part(&o, inst);
+    if (o.oom) {
+        free(o.buf);
+        return GW_ENOMEM;
+    }
+    *out = o.buf;
+    *len = o.len;
+    return 0;
+}

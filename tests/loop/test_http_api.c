@@ -1,0 +1,579 @@
+/*
+ * The HTTP API of a real instance (no broker behind it): Origin and token
+ * checks, /healthz, /metrics in the Prometheus format, /api/devices, and
+ * the manager-api routes with their daily token, up to a command that
+ * times out at a device that never answers.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+#include <uv.h>
+
+#include "crypto/credential.h"
+#include "gateway/http_api.h"
+#include "gateway/instance.h"
+#include "gateway/log.h"
+#include "http_client.h"
+
+#define GUARD_MS    30000
+#define TOKEN       "tok-123"
+#define MANAGER_KEY "Manager-Key-9x"
+#define DEVICE      "GID_test@@@aa_bb_cc_dd_ee_01@@@0f8e1a2b-3c4d-4e5f-8a9b"
+/* The same id as a client may write it in a path. */
+#define DEVICE_PATH                                                            \
+    "GID_test%40%40%40aa_bb_cc_dd_ee_01@@@0f8e1a2b-3c4d-4e5f-8a9b"
+
+static struct {
+    uv_loop_t loop;
+    uv_timer_t guard;
+    bool timed_out;
+    struct gw_instance *inst;
+    bool stopped;
+    int port;
+    char daily[GW_CREDENTIAL_DAILY_TOKEN_LEN + 1];
+} T;
+
+/* A port nothing listens on (released before it is used). */
+static int free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static void on_guard(uv_timer_t *timer)
+{
+    (void)timer;
+    T.timed_out = true;
+}
+
+static void start(const char *manager_key)
+{
+    char text[2048];
+    char err[512];
+    struct gw_config *cfg = NULL;
+    int n;
+
+    T.port = free_port();
+    n = snprintf(
+        text, sizeof(text),
+        "{\"mqtt\":{\"host\":\"127.0.0.1\",\"port\":%d},"
+        "\"udp\":{\"bind\":\"127.0.0.1\",\"port\":0,"
+        "\"public_host\":\"127.0.0.1\"},"
+        "\"backends\":[{\"name\":\"main\",\"url\":\"ws://127.0.0.1:9/\"}],"
+        "\"http\":{\"listen\":\"127.0.0.1\",\"port\":%d,\"token\":\"" TOKEN
+        "\",\"manager_key\":\"%s\","
+        "\"allowed_origins\":[\"https://console.example\"]},"
+        "\"mcp\":{\"discover\":false,\"call_timeout_ms\":200}}",
+        free_port(), T.port, manager_key);
+    assert_int_equal(
+        gw_config_load_string(text, (size_t)n, "test", &cfg, err, sizeof(err)),
+        0);
+    assert_int_equal(gw_instance_init(&T.loop, cfg, &T.inst), 0);
+    assert_non_null(T.inst->api);
+    assert_int_equal(gw_http_api_port(T.inst->api), T.port);
+    assert_int_equal(gw_credential_daily_token_make(
+                         MANAGER_KEY, strlen(MANAGER_KEY), (int64_t)time(NULL),
+                         T.daily, sizeof(T.daily)),
+                     0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&T, 0, sizeof(T));
+    if (uv_loop_init(&T.loop) != 0) {
+        return -1;
+    }
+    uv_timer_init(&T.loop, &T.guard);
+    uv_timer_start(&T.guard, on_guard, GUARD_MS, 0);
+    start(MANAGER_KEY);
+    return 0;
+}
+
+static void on_stopped(struct gw_instance *inst, void *arg)
+{
+    (void)inst;
+    (void)arg;
+    T.stopped = true;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    gw_instance_stop(T.inst, on_stopped, NULL);
+    while (!T.stopped && !T.timed_out) {
+        uv_run(&T.loop, UV_RUN_ONCE);
+    }
+    assert_true(T.stopped);
+    uv_close((uv_handle_t *)&T.guard, NULL);
+    uv_run(&T.loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&T.loop), 0);
+    return 0;
+}
+
+/* One request on a fresh connection; r gets the answer. */
+static void ask(const char *method, const char *path, const char *headers,
+                const char *body, struct hc_resp *r)
+{
+    static struct hc_client c;
+    char req[4096];
+
+    snprintf(req, sizeof(req),
+             "%s %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %zu\r\n\r\n%s",
+             method, path, headers != NULL ? headers : "",
+             body != NULL ? strlen(body) : 0, body != NULL ? body : "");
+    hc_open(&c, &T.loop, &T.timed_out, "127.0.0.1", T.port);
+    hc_get(&c, req, r);
+    hc_close(&c);
+}
+
+static cJSON *json_of(const struct hc_resp *r)
+{
+    char v[64];
+    cJSON *doc = cJSON_Parse(r->body);
+
+    assert_non_null(doc);
+    assert_string_equal(hc_header(r->head, "content-type", v, sizeof(v)),
+                        "application/json");
+    return doc;
+}
+
+static bool json_bool(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+    assert_true(cJSON_IsBool(v));
+    return cJSON_IsTrue(v);
+}
+
+static const char *json_str(const cJSON *o, const char *name)
+{
+    const char *s =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
+
+    assert_non_null(s);
+    return s;
+}
+
+#define AUTH       "Authorization: Bearer " TOKEN "\r\n"
+#define DAILY_AUTH "Authorization: Bearer %s\r\n"
+
+/* ---- tests ------------------------------------------------------------ */
+
+static void test_healthz_and_origin(void **state)
+{
+    struct hc_resp r;
+    cJSON *doc;
+
+    (void)state;
+    ask("GET", "/healthz", NULL, NULL, &r); /* no token needed */
+    assert_int_equal(r.status, 503);
+    doc = json_of(&r);
+    assert_string_equal(json_str(doc, "status"), "unavailable");
+    assert_string_equal(json_str(doc, "broker"), "down");
+    assert_int_equal(
+        cJSON_GetObjectItemCaseSensitive(doc, "sessions")->valueint, 0);
+    assert_int_equal(
+        cJSON_GetObjectItemCaseSensitive(doc, "devices_online")->valueint, 0);
+    assert_true(
+        cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(doc, "uptime_s")));
+    cJSON_Delete(doc);
+
+    static const char *const good[] = {
+        "http://localhost:5173", "https://localhost", "http://127.0.0.1:80",
+        "http://[::1]:6274", "https://console.example"};
+    static const char *const bad[] = {"http://evil.example",
+                                      "http://localhost.evil.example",
+                                      "null",
+                                      "http://localhost:80x",
+                                      "ftp://localhost",
+                                      "https://console.example:1"};
+    char h[128];
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        snprintf(h, sizeof(h), "Origin: %s\r\n", good[i]);
+        ask("GET", "/healthz", h, NULL, &r);
+        assert_int_equal(r.status, 503);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(h, sizeof(h), "Origin: %s\r\n", bad[i]);
+        ask("GET", "/healthz", h, NULL, &r);
+        assert_int_equal(r.status, 403);
+        snprintf(h, sizeof(h), "Origin: %s\r\n" AUTH, bad[i]);
+        ask("GET", "/metrics", h, NULL, &r);
+        assert_int_equal(r.status, 403);
+    }
+    ask("POST", "/healthz", NULL, "", &r);
+    assert_int_equal(r.status, 405);
+    assert_non_null(strstr(r.head, "\r\nAllow: GET, HEAD\r\n"));
+    ask("GET", "/nothing", NULL, NULL, &r);
+    assert_int_equal(r.status, 404);
+    ask("GET", "/mcpx", AUTH, NULL, &r);
+    assert_int_equal(r.status, 404);
+}
+
+static void test_bearer_token(void **state)
+{
+    static const char *const paths[] = {
+        "/metrics", "/api/devices", "/api/devices/x", "/mcp", "/mcp/devices/x"};
+    struct hc_resp r;
+    char v[64];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        ask("GET", paths[i], NULL, NULL, &r);
+        assert_int_equal(r.status, 401);
+        assert_non_null(hc_header(r.head, "www-authenticate", v, sizeof(v)));
+        assert_int_equal(strncmp(v, "Bearer", 6), 0);
+        ask("GET", paths[i], "Authorization: Bearer tok-12\r\n", NULL, &r);
+        assert_int_equal(r.status, 401);
+        ask("GET", paths[i], "Authorization: Basic dG9rLTEyMw==\r\n", NULL, &r);
+        assert_int_equal(r.status, 401);
+    }
+    ask("GET", "/api/devices", AUTH, NULL, &r);
+    assert_int_equal(r.status, 200);
+    ask("GET", "/mcp", AUTH, NULL, &r);
+    assert_true(r.status != 401 && r.status != 404);
+    assert_int_equal(gw_http_api_responses(T.inst->api, 401), 15);
+}
+
+/* Every line is a HELP, a TYPE or a sample of a family declared before. */
+static void check_exposition(const char *text)
+{
+    char typed[128][80];
+    size_t n_typed = 0, samples = 0;
+
+    for (const char *line = text; *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        char name[80];
+        size_t len;
+        assert_non_null(end);
+        if (strncmp(line, "# HELP ", 7) == 0) {
+            line = end + 1;
+            continue;
+        }
+        if (strncmp(line, "# TYPE ", 7) == 0) {
+            assert_int_equal(sscanf(line + 7, "%79s", typed[n_typed]), 1);
+            assert_true(++n_typed < 128);
+            line = end + 1;
+            continue;
+        }
+        len = strspn(line, "abcdefghijklmnopqrstuvwxyz_0123456789");
+        assert_true(len > 0 && len < sizeof(name));
+        memcpy(name, line, len);
+        name[len] = '\0';
+        assert_true(line[len] == ' ' || line[len] == '{');
+        const char *value =
+            line[len] == ' ' ? line + len + 1 : strstr(line + len, "} ") + 2;
+        char *after;
+        strtod(value, &after);
+        assert_ptr_equal(after, end);
+        bool found = false;
+        for (size_t i = 0; i < n_typed && !found; i++) {
+            size_t tl = strlen(typed[i]);
+            found = strcmp(typed[i], name) == 0 ||
+                    (strncmp(typed[i], name, tl) == 0 &&
+                     (strcmp(name + tl, "_bucket") == 0 ||
+                      strcmp(name + tl, "_sum") == 0 ||
+                      strcmp(name + tl, "_count") == 0));
+        }
+        assert_true(found);
+        samples++;
+        line = end + 1;
+    }
+    assert_true(samples > 50);
+}
+
+static void test_metrics(void **state)
+{
+    struct hc_resp r;
+    char v[64];
+
+    (void)state;
+    T.inst->stats.sessions_started = 7;
+    T.inst->devices.stats.latency_le[0] = 2;
+    T.inst->devices.stats.latency_le[GW_MCP_LATENCY_BUCKETS] = 1;
+    T.inst->devices.stats.latency_sum_ms = 40010;
+    ask("GET", "/nothing", NULL, NULL, &r);
+    ask("GET", "/metrics", AUTH, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(hc_header(r.head, "content-type", v, sizeof(v)),
+                        "text/plain; version=0.0.4; charset=utf-8");
+    check_exposition(r.body);
+    assert_non_null(strstr(r.body, "# TYPE hybridgw_sessions gauge\n"
+                                   "hybridgw_sessions 0\n"));
+    assert_non_null(strstr(r.body, "\nhybridgw_sessions_started_total 7\n"));
+    assert_non_null(strstr(
+        r.body, "\nhybridgw_sessions_ended_total{reason=\"shutdown\"} 0\n"));
+    assert_non_null(strstr(r.body,
+                           "\nhybridgw_messages_relayed_total{direction="
+                           "\"device_to_backend\"} 0\n"));
+    assert_non_null(strstr(
+        r.body, "\nhybridgw_mcp_requests_total{origin=\"api\",outcome="));
+    assert_non_null(strstr(
+        r.body, "\nhybridgw_mcp_request_duration_seconds_bucket{le=\"0.005\"} "
+                "2\n"));
+    assert_non_null(strstr(
+        r.body, "\nhybridgw_mcp_request_duration_seconds_bucket{le=\"30\"} "
+                "2\n"
+                "hybridgw_mcp_request_duration_seconds_bucket{le=\"+Inf\"} 3\n"
+                "hybridgw_mcp_request_duration_seconds_sum 40.010\n"
+                "hybridgw_mcp_request_duration_seconds_count 3\n"));
+    assert_non_null(strstr(r.body, "\nhybridgw_udp_drops_total{reason="));
+    assert_non_null(strstr(r.body, "\nhybridgw_backend_connects_total 0\n"));
+    assert_non_null(strstr(r.body, "\nhybridgw_mcp_server_streams 0\n"));
+    assert_non_null(
+        strstr(r.body, "\nhybridgw_http_responses_total{code=\"404\"} 1\n"));
+    ask("GET", "/metrics", AUTH, NULL, &r);
+    assert_non_null(
+        strstr(r.body, "\nhybridgw_http_responses_total{code=\"200\"} 1\n"));
+}
+
+static void test_devices(void **state)
+{
+    struct hc_resp r;
+    cJSON *doc;
+    const cJSON *dev;
+
+    (void)state;
+    gw_devices_online(&T.inst->devices, DEVICE);
+    ask("GET", "/api/devices", AUTH, NULL, &r);
+    assert_int_equal(r.status, 200);
+    doc = json_of(&r);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(doc, "count")->valueint,
+                     1);
+    dev =
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "devices"), 0);
+    assert_string_equal(json_str(dev, "client_id"), DEVICE);
+    assert_true(json_bool(dev, "online"));
+    assert_true(strlen(json_str(dev, "label")) > 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(dev, "session")));
+    const cJSON *mcp = cJSON_GetObjectItemCaseSensitive(dev, "mcp");
+    assert_string_equal(json_str(mcp, "state"), "idle");
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(mcp, "tools")->valueint,
+                     0);
+    assert_false(json_bool(mcp, "complete"));
+    cJSON_Delete(doc);
+
+    ask("GET", "/api/devices/" DEVICE_PATH, AUTH, NULL, &r);
+    assert_int_equal(r.status, 200);
+    doc = json_of(&r);
+    assert_string_equal(json_str(doc, "client_id"), DEVICE);
+    cJSON_Delete(doc);
+    ask("GET", "/api/devices/nobody", AUTH, NULL, &r);
+    assert_int_equal(r.status, 404);
+    ask("POST", "/api/devices/" DEVICE "/refresh", AUTH, "", &r);
+    assert_int_equal(r.status, 202);
+    ask("POST", "/api/devices/nobody/refresh", AUTH, "", &r);
+    assert_int_equal(r.status, 404);
+    ask("GET", "/api/devices/" DEVICE "/refresh", AUTH, NULL, &r);
+    assert_int_equal(r.status, 405);
+    assert_non_null(strstr(r.head, "\r\nAllow: POST\r\n"));
+    ask("DELETE", "/api/devices", AUTH, NULL, &r);
+    assert_int_equal(r.status, 405);
+    ask("GET", "/api/devices/" DEVICE "/other", AUTH, NULL, &r);
+    assert_int_equal(r.status, 404);
+}
+
+static void test_manager_status(void **state)
+{
+    struct hc_resp r;
+    char h[256];
+    cJSON *doc;
+    const cJSON *o;
+
+    (void)state;
+    gw_devices_online(&T.inst->devices, DEVICE);
+    ask("POST", "/api/devices/status", NULL, "{\"clientIds\":[]}", &r);
+    assert_int_equal(r.status, 401);
+    doc = json_of(&r);
+    assert_false(json_bool(doc, "success"));
+    cJSON_Delete(doc);
+    /* The operator's token is not the manager's. */
+    ask("POST", "/api/devices/status", AUTH, "{\"clientIds\":[]}", &r);
+    assert_int_equal(r.status, 401);
+
+    snprintf(h, sizeof(h), DAILY_AUTH, T.daily);
+    ask("POST", "/api/devices/status", h,
+        "{\"clientIds\":[\"" DEVICE "\",\"GID_x@@@00_00_00_00_00_00\"]}", &r);
+    assert_int_equal(r.status, 200);
+    doc = json_of(&r);
+    o = cJSON_GetObjectItemCaseSensitive(doc, DEVICE);
+    assert_false(json_bool(o, "isAlive"));
+    assert_true(json_bool(o, "exists"));
+    o = cJSON_GetObjectItemCaseSensitive(doc, "GID_x@@@00_00_00_00_00_00");
+    assert_false(json_bool(o, "isAlive"));
+    assert_false(json_bool(o, "exists"));
+    cJSON_Delete(doc);
+
+    ask("POST", "/api/devices/status", h, "{\"clientIds\":\"x\"}", &r);
+    assert_int_equal(r.status, 400);
+    ask("POST", "/api/devices/status", h, "[1,2", &r);
+    assert_int_equal(r.status, 400);
+    doc = json_of(&r);
+    assert_false(json_bool(doc, "success"));
+    cJSON_Delete(doc);
+}
+
+static void test_manager_command(void **state)
+{
+    struct hc_resp r;
+    char h[256];
+    cJSON *doc;
+
+    (void)state;
+    gw_devices_online(&T.inst->devices, DEVICE);
+    snprintf(h, sizeof(h), DAILY_AUTH, T.daily);
+    ask("POST", "/api/commands/" DEVICE_PATH, NULL, "{}", &r);
+    assert_int_equal(r.status, 401);
+    ask("GET", "/api/commands/" DEVICE, h, NULL, &r);
+    assert_int_equal(r.status, 405);
+    assert_non_null(strstr(r.head, "\r\nAllow: POST\r\n"));
+    ask("POST", "/api/commands/" DEVICE, h,
+        "{\"type\":\"other\",\"payload\":{}}", &r);
+    assert_int_equal(r.status, 400);
+    ask("POST", "/api/commands/" DEVICE, h, "{\"type\":\"mcp\"}", &r);
+    assert_int_equal(r.status, 400);
+    doc = json_of(&r);
+    assert_false(json_bool(doc, "success"));
+    cJSON_Delete(doc);
+
+    /* Not online: -32002 at once. */
+    ask("POST", "/api/commands/GID_x@@@00_00_00_00_00_00", h,
+        "{\"type\":\"mcp\",\"payload\":{\"method\":\"tools/list\"}}", &r);
+    assert_int_equal(r.status, 500);
+    doc = json_of(&r);
+    assert_false(json_bool(doc, "success"));
+    assert_true(strlen(json_str(doc, "error")) > 0);
+    cJSON_Delete(doc);
+
+    /* Online, but no broker: the device never answers (call_timeout). */
+    ask("POST", "/api/commands/" DEVICE_PATH, h,
+        "{\"type\":\"mcp\",\"payload\":{\"method\":\"tools/list\","
+        "\"params\":{\"withUserTools\":true,\"cursor\":\"\"}}}",
+        &r);
+    assert_int_equal(r.status, 500);
+    doc = json_of(&r);
+    assert_false(json_bool(doc, "success"));
+    cJSON_Delete(doc);
+    assert_int_equal(
+        T.inst->devices.stats.requests[GW_MCP_FROM_API][GW_MCP_TIMEOUT], 1);
+}
+
+/* The client leaves while its command waits: the device call is let go. */
+static void test_command_client_leaves(void **state)
+{
+    static struct hc_client c;
+    char req[512];
+
+    (void)state;
+    gw_devices_online(&T.inst->devices, DEVICE);
+    static const char body[] =
+        "{\"type\":\"mcp\",\"payload\":{\"method\":\"tools/call\","
+        "\"params\":{\"name\":\"self.get_device_status\"}}}";
+    snprintf(req, sizeof(req),
+             "POST /api/commands/" DEVICE " HTTP/1.1\r\nHost: x\r\n"
+             "Authorization: Bearer %s\r\nContent-Length: %zu\r\n\r\n%s",
+             T.daily, strlen(body), body);
+    hc_open(&c, &T.loop, &T.timed_out, "127.0.0.1", T.port);
+    hc_send(&c, req);
+    HC_RUN_UNTIL(&c, gw_devices_find(&T.inst->devices, DEVICE)->n_pending > 0);
+    hc_close(&c);
+    /* The call the device runs keeps its turn until the timeout; then it
+     * ends unreported, counted as cancelled. */
+    const struct gw_mcp_stats *st = &T.inst->devices.stats;
+    HC_RUN_UNTIL(&c, st->requests[GW_MCP_FROM_API][GW_MCP_CANCELLED] == 1);
+    assert_int_equal(st->requests[GW_MCP_FROM_API][GW_MCP_TIMEOUT], 0);
+}
+
+/* Stopping with a command in flight: the request is let go cleanly. */
+static void test_stop_while_waiting(void **state)
+{
+    static struct hc_client c;
+    char req[512];
+
+    (void)state;
+    gw_devices_online(&T.inst->devices, DEVICE);
+    static const char body[] =
+        "{\"type\":\"mcp\",\"payload\":{\"method\":\"tools/list\"}}";
+    snprintf(req, sizeof(req),
+             "POST /api/commands/" DEVICE " HTTP/1.1\r\nHost: x\r\n"
+             "Authorization: Bearer %s\r\nContent-Length: %zu\r\n\r\n%s",
+             T.daily, strlen(body), body);
+    hc_open(&c, &T.loop, &T.timed_out, "127.0.0.1", T.port);
+    hc_send(&c, req);
+    HC_RUN_UNTIL(&c, gw_devices_find(&T.inst->devices, DEVICE)->n_pending > 0);
+    gw_instance_stop(T.inst, on_stopped, NULL);
+    HC_RUN_UNTIL(&c, T.stopped && c.eof);
+    hc_close(&c);
+    T.inst = NULL;
+    T.stopped = false;
+    start(MANAGER_KEY); /* for teardown */
+}
+
+static void test_manager_routes_off(void **state)
+{
+    struct hc_resp r;
+    char h[256];
+
+    (void)state;
+    gw_instance_stop(T.inst, on_stopped, NULL);
+    while (!T.stopped) {
+        assert_false(T.timed_out);
+        uv_run(&T.loop, UV_RUN_ONCE);
+    }
+    T.stopped = false;
+    start("");
+    snprintf(h, sizeof(h), DAILY_AUTH, T.daily);
+    ask("POST", "/api/commands/" DEVICE, h,
+        "{\"type\":\"mcp\",\"payload\":{\"method\":\"tools/list\"}}", &r);
+    assert_int_equal(r.status, 404);
+    ask("POST", "/api/devices/status", h, "{\"clientIds\":[]}", &r);
+    assert_int_equal(r.status, 404);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_healthz_and_origin, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_bearer_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_devices, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manager_status, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manager_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_client_leaves, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_stop_while_waiting, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_manager_routes_off, setup,
+                                        teardown),
+    };
+
+    if (getenv("GW_TEST_FILTER") != NULL) {
+        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
+    }
+    gw_log_set_level(getenv("GW_TEST_LOG") != NULL ? GW_LOG_DEBUG
+                                                   : GW_LOG_ERROR);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,604 @@
+/*
+ * The HTTP server against raw TCP clients on the same loop: requests with
+ * queries, headers and bodies, refusals, deferred answers, keep-alive,
+ * streams, clients that leave, and closing the server under load.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cmocka.h>
+#include <uv.h>
+
+#include "gateway/http_server.h"
+#include "gateway/log.h"
+#include "http_client.h"
+
+#define GUARD_MS 30000 /* any test still running then has failed */
+#define MAX_BODY 1024
+
+static struct {
+    uv_loop_t loop;
+    uv_timer_t guard, work;
+    bool timed_out;
+    struct gw_http_server *srv;
+    bool srv_closed;
+    int port;
+    int requests;
+    struct gw_http_req *pending; /* deferred, held or streaming */
+    int gone;
+    struct gw_http_req *gone_req;
+    int events_sent;
+    int burst_writes, burst_rc;
+    char late_sid[64]; /* Mcp-Session-Id read after the handler returned */
+    bool late_xtest_null;
+} T;
+
+#define RUN_UNTIL(cond)                                                        \
+    do {                                                                       \
+        while (!(cond)) {                                                      \
+            assert_false(T.timed_out);                                         \
+            uv_run(&T.loop, UV_RUN_ONCE);                                      \
+        }                                                                      \
+    } while (0)
+
+static const char *nz(const char *s)
+{
+    return s != NULL ? s : "-";
+}
+
+/* ---- the handler ------------------------------------------------------ */
+
+static void on_gone(struct gw_http_req *req, void *arg)
+{
+    assert_ptr_equal(arg, &T);
+    T.gone++;
+    T.gone_req = req;
+    if (req == T.pending) {
+        T.pending = NULL;
+        uv_timer_stop(&T.work);
+    }
+}
+
+static void echo(struct gw_http_req *req)
+{
+    char out[2048];
+    size_t blen;
+    const char *body = gw_http_req_body(req, &blen);
+    static const char *const extra[] = {"X-Reply: yes", NULL};
+    int n = snprintf(
+        out, sizeof(out),
+        "method=%s\npath=%s\nquery=%s\nx-test=%s\nsid=%s\nversion=%s\n"
+        "auth=%s\norigin=%s\naccept=%s\nctype=%s\npeer=%s\nbody=%zu:%s\n",
+        gw_http_req_method(req), gw_http_req_path(req), gw_http_req_query(req),
+        nz(gw_http_req_header(req, "X-Test")),
+        nz(gw_http_req_header(req, "MCP-SESSION-ID")),
+        nz(gw_http_req_header(req, "mcp-protocol-version")),
+        nz(gw_http_req_header(req, "Authorization")),
+        nz(gw_http_req_header(req, "origin")),
+        nz(gw_http_req_header(req, "Accept")),
+        nz(gw_http_req_header(req, "content-type")), gw_http_req_peer(req),
+        blen, body);
+
+    assert_int_equal(
+        gw_http_respond(req, 200, "text/plain", extra, out, (size_t)n), 0);
+}
+
+static void on_work_timer(uv_timer_t *timer)
+{
+    struct gw_http_req *req = T.pending;
+    const char *path = gw_http_req_path(req);
+
+    (void)timer;
+    if (strcmp(path, "/defer") == 0) {
+        /* Kept for later: the MCP header; not kept: one never looked up. */
+        snprintf(T.late_sid, sizeof(T.late_sid), "%s",
+                 nz(gw_http_req_header(req, "mcp-session-id")));
+        T.late_xtest_null = gw_http_req_header(req, "x-other") == NULL;
+        T.pending = NULL;
+        assert_int_equal(
+            gw_http_respond(req, 200, "text/plain", NULL, "late", 4), 0);
+        return;
+    }
+    if (T.events_sent < 3) {
+        char ev[32];
+        int n = snprintf(ev, sizeof(ev), "data: %d\n\n", T.events_sent++);
+        assert_int_equal(gw_http_stream_write(req, ev, (size_t)n), 0);
+        return;
+    }
+    uv_timer_stop(&T.work);
+    T.pending = NULL;
+    gw_http_stream_end(req);
+}
+
+static void burst(struct gw_http_req *req)
+{
+    static char piece[64 * 1024];
+    int rc = 0;
+
+    memset(piece, 'x', sizeof(piece));
+    assert_int_equal(
+        gw_http_stream_begin(req, 200, "application/octet-stream", NULL), 0);
+    /* 2 MiB at once: more than a stream may hold for its reader. */
+    for (int i = 0; i < 32 && rc == 0; i++) {
+        rc = gw_http_stream_write(req, piece, sizeof(piece));
+        T.burst_writes += rc == 0;
+    }
+    T.burst_rc = rc;
+    assert_int_equal(gw_http_stream_write(req, "y", 1), GW_ENOSPC);
+}
+
+static void on_request(struct gw_http_req *req, void *arg)
+{
+    static const char *const sse_headers[] = {"Cache-Control: no-cache", NULL};
+    const char *path = gw_http_req_path(req);
+
+    assert_ptr_equal(arg, &T);
+    T.requests++;
+    if (strcmp(path, "/echo") == 0) {
+        echo(req);
+        return;
+    }
+    gw_http_req_on_gone(req, on_gone, &T);
+    T.pending = req;
+    if (strcmp(path, "/defer") == 0) {
+        (void)gw_http_req_header(req, "x-test"); /* only now */
+        uv_timer_start(&T.work, on_work_timer, 20, 0);
+    } else if (strcmp(path, "/sse") == 0 || strcmp(path, "/sse-hold") == 0) {
+        assert_int_equal(
+            gw_http_stream_begin(req, 200, "text/event-stream", sse_headers),
+            0);
+        T.events_sent = 0;
+        if (strcmp(path, "/sse") == 0) {
+            uv_timer_start(&T.work, on_work_timer, 5, 5);
+        } else {
+            assert_int_equal(gw_http_stream_write(req, "data: hi\n\n", 10), 0);
+        }
+    } else if (strcmp(path, "/burst") == 0) {
+        burst(req);
+    } else if (strcmp(path, "/hold") != 0) {
+        T.pending = NULL;
+        assert_int_equal(
+            gw_http_respond(req, 404, "text/plain", NULL, "none", 4), 0);
+    }
+}
+
+static void open_client(struct hc_client *c, const char *ip)
+{
+    hc_open(c, &T.loop, &T.timed_out, ip, T.port);
+}
+
+/* ---- setup ------------------------------------------------------------ */
+
+static void on_guard(uv_timer_t *timer)
+{
+    (void)timer;
+    T.timed_out = true;
+}
+
+static void start_server(const char *listen)
+{
+    struct gw_http_server_options o = {
+        .listen = listen,
+        .port = 0,
+        .max_body = MAX_BODY,
+        .on_request = on_request,
+        .arg = &T,
+    };
+
+    assert_int_equal(gw_http_server_init(&T.loop, &o, &T.srv), 0);
+    T.port = gw_http_server_port(T.srv);
+    assert_true(T.port > 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&T, 0, sizeof(T));
+    if (uv_loop_init(&T.loop) != 0) {
+        return -1;
+    }
+    uv_timer_init(&T.loop, &T.guard);
+    uv_timer_init(&T.loop, &T.work);
+    uv_timer_start(&T.guard, on_guard,
+                   getenv("GW_TEST_GUARD_MS") != NULL
+                       ? strtoull(getenv("GW_TEST_GUARD_MS"), NULL, 10)
+                       : GUARD_MS,
+                   0);
+    start_server("127.0.0.1");
+    return 0;
+}
+
+static void on_srv_closed(struct gw_http_server *srv, void *arg)
+{
+    assert_ptr_equal(srv, T.srv);
+    assert_ptr_equal(arg, &T);
+    T.srv_closed = true;
+}
+
+static void stop_server(void)
+{
+    gw_http_server_close(T.srv, on_srv_closed, &T);
+    RUN_UNTIL(T.srv_closed);
+    T.srv = NULL;
+}
+
+/* Every handle closed: nothing of lws or the server is left on the loop. */
+static int teardown(void **state)
+{
+    (void)state;
+    if (T.srv != NULL) {
+        stop_server();
+    }
+    uv_close((uv_handle_t *)&T.guard, NULL);
+    uv_close((uv_handle_t *)&T.work, NULL);
+    uv_run(&T.loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&T.loop), 0);
+    return 0;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+static void test_get_with_query_and_headers(void **state)
+{
+    struct hc_client c;
+    struct hc_resp r;
+    char v[64];
+
+    (void)state;
+    open_client(&c, "127.0.0.1");
+    hc_get(&c,
+           "GET /echo?a=1&b=two HTTP/1.1\r\nHost: x\r\nX-Test: hello \r\n"
+           "Mcp-Session-Id: s-42\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+           "Authorization: Bearer t0k\r\nOrigin: http://localhost:3000\r\n"
+           "Accept: application/json, text/event-stream\r\n\r\n",
+           &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(hc_header(r.head, "x-reply", v, sizeof(v)), "yes");
+    assert_string_equal(hc_header(r.head, "content-type", v, sizeof(v)),
+                        "text/plain");
+    assert_string_equal(
+        r.body, "method=GET\npath=/echo\nquery=a=1&b=two\nx-test=hello\n"
+                "sid=s-42\nversion=2025-11-25\nauth=Bearer t0k\n"
+                "origin=http://localhost:3000\n"
+                "accept=application/json, text/event-stream\nctype=-\n"
+                "peer=127.0.0.1\nbody=0:\n");
+    hc_get(&c, "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+    assert_int_equal(r.status, 404);
+    hc_close(&c);
+    assert_int_equal(gw_http_server_responses(T.srv, 200), 1);
+    assert_int_equal(gw_http_server_responses(T.srv, 404), 1);
+}
+
+static void test_post_body_and_keepalive(void **state)
+{
+    struct hc_client c;
+    struct hc_resp r;
+
+    (void)state;
+    open_client(&c, "127.0.0.1");
+    hc_get(
+        &c,
+        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: 13\r\n\r\n{\"hello\":\"w\"}",
+        &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "method=POST\n"));
+    assert_non_null(strstr(r.body, "ctype=application/json\n"));
+    assert_non_null(strstr(r.body, "body=13:{\"hello\":\"w\"}\n"));
+    /* The same connection serves the next request. */
+    hc_get(&c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+    assert_int_equal(r.status, 200);
+    assert_false(c.eof);
+    /* An empty POST body is fine; one without a length is not. */
+    hc_get(&c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+           &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "body=0:\n"));
+    /* Without a length: no body, and lws would take the next request
+     * for one, so the connection ends with the answer. */
+    hc_get(&c, "POST /echo HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "body=0:\n"));
+    assert_non_null(strstr(r.head, "\r\nConnection: close\r\n"));
+    RUN_UNTIL(c.eof);
+    hc_close(&c);
+    /* A chunked body lws cannot read. */
+    open_client(&c, "127.0.0.1");
+    hc_get(&c,
+           "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+           "\r\n3\r\nabc\r\n0\r\n\r\n",
+           &r);
+    assert_int_equal(r.status, 411);
+    RUN_UNTIL(c.eof);
+    hc_close(&c);
+    assert_int_equal(T.requests, 4);
+}
+
+static void test_body_too_large(void **state)
+{
+    struct hc_client c;
+    struct hc_resp r;
+    char v[32];
+
+    (void)state;
+    open_client(&c, "127.0.0.1");
+    hc_get(&c,
+           "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1025\r\n"
+           "Expect: 100-continue\r\n\r\n",
+           &r);
+    assert_int_equal(r.status, 413);
+    assert_string_equal(hc_header(r.head, "connection", v, sizeof(v)), "close");
+    RUN_UNTIL(c.eof);
+    hc_close(&c);
+    assert_int_equal(T.requests, 0);
+    assert_int_equal(gw_http_server_responses(T.srv, 413), 1);
+
+    /* At the limit, announced with Expect: 100 Continue first. */
+    static char req[MAX_BODY + 256];
+    snprintf(req, sizeof(req),
+             "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+             "Expect: 100-continue\r\n\r\n",
+             MAX_BODY);
+    open_client(&c, "127.0.0.1");
+    hc_send(&c, req);
+    RUN_UNTIL(strstr(c.rx, "\r\n\r\n") != NULL);
+    assert_memory_equal(c.rx, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    c.used = 25;
+    memset(req, 'b', MAX_BODY);
+    req[MAX_BODY] = '\0';
+    hc_get(&c, req, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "body=1024:bbbb"));
+    hc_close(&c);
+}
+
+static void test_deferred_answer(void **state)
+{
+    struct hc_client c;
+    struct hc_resp r;
+
+    (void)state;
+    open_client(&c, "127.0.0.1");
+    hc_get(&c,
+           "GET /defer HTTP/1.1\r\nHost: x\r\nMcp-Session-Id: late-1\r\n"
+           "X-Test: a\r\nX-Other: b\r\n\r\n",
+           &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "late");
+    assert_string_equal(T.late_sid, "late-1");
+    assert_true(T.late_xtest_null);
+    assert_int_equal(T.gone, 0);
+    /* And the connection lives on, also after a deferred POST. */
+    hc_get(&c,
+           "POST /defer HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
+           &r);
+    assert_string_equal(r.body, "late");
+    hc_get(&c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+    assert_int_equal(r.status, 200);
+    hc_close(&c);
+}
+
+static void test_head(void **state)
+{
+    struct hc_client c;
+    struct hc_resp r;
+    char v[32];
+    const char *end;
+
+    (void)state;
+    open_client(&c, "127.0.0.1");
+    hc_send(&c, "HEAD /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+    RUN_UNTIL((end = strstr(c.rx, "\r\n\r\n")) != NULL);
+    assert_int_equal(strncmp(c.rx, "HTTP/1.1 200 OK\r\n", 17), 0);
+    snprintf(r.head, sizeof(r.head), "%.*s", (int)(end + 4 - c.rx), c.rx);
+    assert_true(atoi(hc_header(r.head, "content-length", v, sizeof(v))) > 0);
+    c.used = (size_t)(end + 4 - c.rx);
+    /* No body came: the next answer starts right after the head. */
+    hc_get(&c, "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+    assert_int_equal(r.status, 404);
+    assert_string_equal(r.body, "none");
+    hc_close(&c);
+}
+
+static void test_stream(void **state)
+{
+    struct hc_client c;
+    struct hc_resp r;
+    char v[64];
+
+    (void)state;
+    open_client(&c, "127.0.0.1");
+    hc_send(&c, "GET /sse HTTP/1.1\r\nHost: x\r\n\r\n");
+    /* The head and the first event arrive before the stream ends. */
+    RUN_UNTIL(hc_take(&c, &r, true) && r.body_len > 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(hc_header(r.head, "content-type", v, sizeof(v)),
+                        "text/event-stream");
+    assert_string_equal(hc_header(r.head, "cache-control", v, sizeof(v)),
+                        "no-cache");
+    assert_null(hc_header(r.head, "content-length", v, sizeof(v)));
+    assert_string_equal(r.body, "data: 0\n\n");
+    RUN_UNTIL(hc_take(&c, &r, false));
+    assert_string_equal(r.body, "data: 0\n\ndata: 1\n\ndata: 2\n\n");
+    assert_int_equal(T.gone, 0);
+    hc_get(&c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+    assert_int_equal(r.status, 200);
+    hc_close(&c);
+
+    /* HTTP/1.0: the end of the connection ends the stream. */
+    open_client(&c, "127.0.0.1");
+    hc_send(&c, "GET /sse HTTP/1.0\r\n\r\n");
+    RUN_UNTIL(c.eof);
+    assert_true(hc_take(&c, &r, false));
+    assert_string_equal(r.body, "data: 0\n\ndata: 1\n\ndata: 2\n\n");
+    hc_close(&c);
+}
+
+static void test_client_leaves(void **state)
+{
+    struct hc_client c;
+    struct gw_http_req *held;
+
+    (void)state;
+    open_client(&c, "127.0.0.1");
+    hc_send(&c, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+    RUN_UNTIL(T.pending != NULL);
+    held = T.pending;
+    hc_close(&c);
+    RUN_UNTIL(T.gone == 1);
+    assert_ptr_equal(T.gone_req, held);
+
+    /* An open stream too. */
+    open_client(&c, "127.0.0.1");
+    hc_send(&c, "GET /sse-hold HTTP/1.1\r\nHost: x\r\n\r\n");
+    RUN_UNTIL(strstr(c.rx, "data: hi") != NULL);
+    hc_close(&c);
+    RUN_UNTIL(T.gone == 2);
+    assert_null(T.pending);
+}
+
+static void test_pipelined_requests_wait(void **state)
+{
+    struct hc_client c;
+    struct hc_resp r;
+
+    (void)state;
+    open_client(&c, "127.0.0.1");
+    hc_send(&c, "GET /defer HTTP/1.1\r\nHost: x\r\n\r\n"
+                "GET /echo?second HTTP/1.1\r\nHost: x\r\n\r\n");
+    RUN_UNTIL(hc_take(&c, &r, false));
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "late");
+    RUN_UNTIL(hc_take(&c, &r, false));
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "query=second\n"));
+    assert_int_equal(T.requests, 2);
+    assert_int_equal(T.gone, 0);
+    hc_close(&c);
+}
+
+static void test_upgrade_refused(void **state)
+{
+    struct hc_client c;
+
+    (void)state;
+    open_client(&c, "127.0.0.1");
+    hc_send(&c, "GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n");
+    RUN_UNTIL(c.eof);
+    assert_int_equal(c.rx_len, 0);
+    hc_close(&c);
+    open_client(&c, "127.0.0.1");
+    hc_send(&c, "CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n");
+    RUN_UNTIL(c.eof);
+    hc_close(&c);
+    assert_int_equal(T.requests, 0);
+}
+
+static void test_slow_reader_is_dropped(void **state)
+{
+    struct hc_client c;
+
+    (void)state;
+    open_client(&c, "127.0.0.1");
+    uv_read_stop((uv_stream_t *)&c.tcp);
+    hc_send(&c, "GET /burst HTTP/1.1\r\nHost: x\r\n\r\n");
+    RUN_UNTIL(T.gone == 1);
+    assert_int_equal(T.burst_rc, GW_ENOSPC);
+    assert_true(T.burst_writes >= 15 && T.burst_writes <= 16);
+    hc_close(&c);
+}
+
+static void test_close_with_open_requests(void **state)
+{
+    struct hc_client a, b, idle;
+    struct hc_resp r;
+
+    (void)state;
+    open_client(&idle, "127.0.0.1");
+    hc_get(&idle, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+    open_client(&a, "127.0.0.1");
+    hc_send(&a, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+    RUN_UNTIL(T.pending != NULL);
+    open_client(&b, "127.0.0.1");
+    hc_send(&b, "GET /sse-hold HTTP/1.1\r\nHost: x\r\n\r\n");
+    RUN_UNTIL(strstr(b.rx, "data: hi") != NULL);
+    gw_http_server_close(T.srv, on_srv_closed, &T);
+    assert_int_equal(T.gone, 2); /* before close returns */
+    RUN_UNTIL(T.srv_closed);
+    T.srv = NULL;
+    RUN_UNTIL(a.eof && b.eof && idle.eof);
+    hc_close(&a);
+    hc_close(&b);
+    hc_close(&idle);
+}
+
+static void test_ipv6(void **state)
+{
+    struct hc_client c;
+    struct hc_resp r;
+
+    (void)state;
+    stop_server();
+    T.srv_closed = false;
+    start_server("::1");
+    open_client(&c, "::1");
+    hc_get(&c, "GET /echo?x HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "peer=::1\n"));
+    assert_non_null(strstr(r.body, "query=x\n"));
+    hc_close(&c);
+}
+
+static void test_bind_fails(void **state)
+{
+    struct gw_http_server *other = NULL;
+    struct gw_http_server_options o = {
+        .listen = "127.0.0.1",
+        .port = T.port, /* taken by the server of setup() */
+        .max_body = MAX_BODY,
+        .on_request = on_request,
+    };
+
+    (void)state;
+    assert_int_equal(gw_http_server_init(&T.loop, &o, &other), GW_ECONFIG);
+    assert_null(other);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_get_with_query_and_headers, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_post_body_and_keepalive, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_body_too_large, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deferred_answer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_client_leaves, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipelined_requests_wait, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_upgrade_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_reader_is_dropped, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_close_with_open_requests, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_ipv6, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bind_fails, setup, teardown),
+    };
+
+    if (getenv("GW_TEST_FILTER") != NULL) {
+        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
+    }
+    gw_log_set_level(getenv("GW_TEST_LOG") != NULL ? GW_LOG_DEBUG
+                                                   : GW_LOG_ERROR);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
