@@ -1,0 +1,348 @@
+/*
+ * The MCP server's tool methods: tools/list pages built from the device
+ * tool caches, and tools/call sent to the device that owns the tool.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/jsonrpc.h"
+#include "codec/mcp_tools.h"
+#include "gateway/instance.h"
+#include "gateway/log.h"
+#include "gateway/mcp_server_int.h"
+
+#define PAGE_TOOLS    100
+#define CURSOR_PREFIX "gw-offset-"
+
+/* ---- tools/list ---- */
+
+static bool tool_hidden(const struct gw_mcp_server *srv, const cJSON *tool)
+{
+    return !gw_instance_config(srv->inst)->mcp.expose_user_tools &&
+           gw_mcp_tool_user_only(tool);
+}
+
+/* A copy of a device's tool as the session shows it; NULL on OOM. */
+static cJSON *shown_tool(const cJSON *tool, const char *name,
+                         const struct gw_device *dev, bool aggregated)
+{
+    cJSON *copy = cJSON_Duplicate(tool, true);
+    const cJSON *desc;
+    char *text;
+    size_t len;
+
+    if (copy == NULL) {
+        return NULL;
+    }
+    if (!cJSON_ReplaceItemInObjectCaseSensitive(copy, "name",
+                                                cJSON_CreateString(name))) {
+        cJSON_Delete(copy);
+        return NULL;
+    }
+    /* MCP requires an input schema; some firmware tools omit it. */
+    if (!cJSON_IsObject(
+            cJSON_GetObjectItemCaseSensitive(copy, "inputSchema"))) {
+        cJSON_DeleteItemFromObjectCaseSensitive(copy, "inputSchema");
+        cJSON *schema = cJSON_AddObjectToObject(copy, "inputSchema");
+        if (schema == NULL ||
+            cJSON_AddStringToObject(schema, "type", "object") == NULL) {
+            cJSON_Delete(copy);
+            return NULL;
+        }
+    }
+    if (!aggregated) {
+        return copy;
+    }
+    desc = cJSON_GetObjectItemCaseSensitive(tool, "description");
+    len = strlen(dev->client_id) + 4 +
+          (cJSON_IsString(desc) ? strlen(desc->valuestring) : 0);
+    if ((text = malloc(len)) == NULL) {
+        cJSON_Delete(copy);
+        return NULL;
+    }
+    snprintf(text, len, "[%s] %s", dev->client_id,
+             cJSON_IsString(desc) ? desc->valuestring : "");
+    cJSON_DeleteItemFromObjectCaseSensitive(copy, "description");
+    if (cJSON_AddStringToObject(copy, "description", text) == NULL) {
+        cJSON_Delete(copy);
+        copy = NULL;
+    }
+    free(text);
+    return copy;
+}
+
+/* Offsets are encoded so that clients treat the cursor as opaque. */
+static bool cursor_parse(const cJSON *params, size_t *offset)
+{
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(params, "cursor");
+    const char *s;
+    size_t v = 0;
+
+    *offset = 0;
+    if (c == NULL || cJSON_IsNull(c)) {
+        return true;
+    }
+    if (!cJSON_IsString(c) || strncmp(c->valuestring, CURSOR_PREFIX,
+                                      sizeof(CURSOR_PREFIX) - 1) != 0) {
+        return false;
+    }
+    s = c->valuestring + sizeof(CURSOR_PREFIX) - 1;
+    if (*s == '\0' || strlen(s) > 9) {
+        return false;
+    }
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9') {
+            return false;
+        }
+        v = v * 10 + (size_t)(*s - '0');
+    }
+    *offset = v;
+    return true;
+}
+
+struct page {
+    cJSON *tools;
+    size_t offset; /* visible tools to skip */
+    size_t seen;   /* visible tools met so far */
+    bool more;
+};
+
+/* Adds dev's visible tools to the page; false once the page is full. */
+static bool page_add_device(const struct gw_mcp_server *srv, struct page *pg,
+                            const struct gw_device *dev, bool aggregated)
+{
+    char name[GW_MCP_TOOL_NAME_MAX + 1];
+    const cJSON *tool;
+
+    cJSON_ArrayForEach(tool, dev->tools)
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(tool, "name");
+        if (!cJSON_IsString(n) || tool_hidden(srv, tool)) {
+            continue;
+        }
+        if (aggregated ? gw_mcp_aggregate_name(dev->label, n->valuestring, name,
+                                               sizeof(name)) != 0
+                       : !gw_mcp_tool_name_valid(n->valuestring,
+                                                 strlen(n->valuestring))) {
+            continue;
+        }
+        if (pg->seen++ < pg->offset) {
+            continue;
+        }
+        if ((size_t)cJSON_GetArraySize(pg->tools) == PAGE_TOOLS) {
+            pg->more = true;
+            return false;
+        }
+        const char *shown = aggregated ? name : n->valuestring;
+        cJSON *item = shown_tool(tool, shown, dev, aggregated);
+        if (item != NULL && !cJSON_AddItemToArray(pg->tools, item)) {
+            cJSON_Delete(item);
+        }
+    }
+    return true;
+}
+
+cJSON *gw_mcp_server_tools_list(struct gw_mcp_session *sess,
+                                const struct gw_rpc *rpc)
+{
+    struct gw_mcp_server *srv = sess->srv;
+    struct page pg = {0};
+    const struct gw_device *dev;
+    cJSON *res;
+    char cursor[sizeof(CURSOR_PREFIX) + 24];
+
+    if (!cursor_parse(rpc->params, &pg.offset)) {
+        return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS, "invalid cursor");
+    }
+    if ((res = cJSON_CreateObject()) == NULL ||
+        (pg.tools = cJSON_AddArrayToObject(res, "tools")) == NULL) {
+        cJSON_Delete(res);
+        return NULL;
+    }
+    if (sess->client_id[0] != '\0') {
+        dev = gw_devices_find(&srv->inst->devices, sess->client_id);
+        if (dev != NULL && dev->online) {
+            (void)page_add_device(srv, &pg, dev, false);
+        }
+    } else {
+        for (dev = srv->inst->devices.table; dev != NULL; dev = dev->hh.next) {
+            if (dev->online && !page_add_device(srv, &pg, dev, true)) {
+                break;
+            }
+        }
+    }
+    if (pg.more) {
+        snprintf(cursor, sizeof(cursor), CURSOR_PREFIX "%zu",
+                 pg.offset + PAGE_TOOLS);
+        if (cJSON_AddStringToObject(res, "nextCursor", cursor) == NULL) {
+            cJSON_Delete(res);
+            return NULL;
+        }
+    }
+    return gw_rpc_result(rpc->id, res);
+}
+
+/* ---- tools/call ---- */
+
+/* The result of a call the device refused (bad arguments, unknown tool):
+ * a tool error the model can read, not a protocol error. */
+static cJSON *refused_result(const cJSON *error)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(error, "message");
+    cJSON *res = cJSON_CreateObject();
+    cJSON *content = cJSON_AddArrayToObject(res, "content");
+    cJSON *item = cJSON_CreateObject();
+
+    if (content == NULL || item == NULL ||
+        !cJSON_AddItemToArray(content, item)) {
+        cJSON_Delete(item);
+        cJSON_Delete(res);
+        return NULL;
+    }
+    if (cJSON_AddStringToObject(item, "type", "text") == NULL ||
+        cJSON_AddStringToObject(item, "text",
+                                cJSON_IsString(m) ? m->valuestring
+                                                  : "device error") == NULL ||
+        cJSON_AddBoolToObject(res, "isError", true) == NULL) {
+        cJSON_Delete(res);
+        return NULL;
+    }
+    return res;
+}
+
+static void on_call_reply(void *arg, const struct gw_mcp_reply *reply)
+{
+    struct gw_mcp_call *call = arg;
+    cJSON *body, *msg = NULL;
+
+    switch (reply->outcome) {
+    case GW_MCP_OK:
+        if ((body = cJSON_Duplicate(reply->result, true)) != NULL) {
+            msg = gw_rpc_result(call->id, body);
+        }
+        break;
+    case GW_MCP_ERROR:
+        if ((body = refused_result(reply->error)) != NULL) {
+            msg = gw_rpc_result(call->id, body);
+        }
+        break;
+    default:
+        gw_log(GW_LOG_INFO, call->sess->subject, "tools/call to %s: %s",
+               call->client_id, gw_mcp_outcome_name(reply->outcome));
+        if ((body = cJSON_Duplicate(reply->error, true)) != NULL) {
+            msg = gw_rpc_error_with(call->id, body);
+        }
+        break;
+    }
+    gw_mcp_call_finish(call, msg);
+}
+
+/* The device a tools/call names, and the device's own name of the tool;
+ * NULL with *err set (a JSON-RPC error) otherwise. */
+static struct gw_device *call_target(struct gw_mcp_session *sess,
+                                     const struct gw_rpc *rpc, const char *name,
+                                     const char **tool, cJSON **err)
+{
+    struct gw_devices *devs = &sess->srv->inst->devices;
+    char label[GW_MCP_LABEL_LEN + 1], text[GW_CLIENT_ID_MAX + 64];
+    struct gw_device *dev;
+
+    *tool = name;
+    if (sess->client_id[0] != '\0') {
+        dev = gw_devices_find(devs, sess->client_id);
+        if (dev == NULL || !dev->online) {
+            snprintf(text, sizeof(text), "device %s is offline",
+                     sess->client_id);
+            *err = gw_rpc_error(rpc->id, GW_RPC_DEVICE_OFFLINE, text);
+            return NULL;
+        }
+        return dev;
+    }
+    if (gw_mcp_aggregate_split(name, label, tool) != 0) {
+        snprintf(text, sizeof(text), "Unknown tool: %.*s", GW_MCP_TOOL_NAME_MAX,
+                 name);
+        *err = gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS, text);
+        return NULL;
+    }
+    dev = gw_devices_find_label(devs, label);
+    if (dev == NULL || !dev->online) {
+        if (dev == NULL) {
+            snprintf(text, sizeof(text), "no online device has label %s",
+                     label);
+        } else {
+            snprintf(text, sizeof(text), "device %s is offline",
+                     dev->client_id);
+        }
+        *err = gw_rpc_error(rpc->id, GW_RPC_DEVICE_OFFLINE, text);
+        return NULL;
+    }
+    return dev;
+}
+
+/* A tool the session may not see is unknown to it. */
+static bool call_hidden(const struct gw_mcp_server *srv,
+                        const struct gw_device *dev, const char *tool)
+{
+    const cJSON *t;
+
+    cJSON_ArrayForEach(t, dev->tools)
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(t, "name");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, tool) == 0) {
+            return tool_hidden(srv, t);
+        }
+    }
+    return false;
+}
+
+cJSON *gw_mcp_server_tools_call(struct gw_mcp_exchange *ex,
+                                const struct gw_rpc *rpc, bool *started)
+{
+    struct gw_mcp_session *sess = ex->sess;
+    struct gw_mcp_server *srv = sess->srv;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(rpc->params, "name");
+    const cJSON *args =
+        cJSON_GetObjectItemCaseSensitive(rpc->params, "arguments");
+    char text[GW_MCP_TOOL_NAME_MAX + 32];
+    struct gw_mcp_call *call;
+    struct gw_device *dev;
+    const char *tool;
+    cJSON *params, *err = NULL;
+
+    if (!cJSON_IsString(name) || name->valuestring[0] == '\0') {
+        return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS,
+                            "tools/call needs a tool name");
+    }
+    if (args != NULL && !cJSON_IsNull(args) && !cJSON_IsObject(args)) {
+        return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS,
+                            "tools/call arguments must be an object");
+    }
+    if ((dev = call_target(sess, rpc, name->valuestring, &tool, &err)) ==
+        NULL) {
+        return err;
+    }
+    if (call_hidden(srv, dev, tool)) {
+        snprintf(text, sizeof(text), "Unknown tool: %.*s", GW_MCP_TOOL_NAME_MAX,
+                 name->valuestring);
+        return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS, text);
+    }
+    params = cJSON_CreateObject();
+    if (params == NULL ||
+        cJSON_AddStringToObject(params, "name", tool) == NULL ||
+        !cJSON_AddItemToObject(params, "arguments",
+                               cJSON_IsObject(args)
+                                   ? cJSON_Duplicate(args, true)
+                                   : cJSON_CreateObject()) ||
+        (call = gw_mcp_call_add(ex, rpc->id, dev->client_id)) == NULL) {
+        cJSON_Delete(params);
+        return gw_rpc_error(rpc->id, GW_RPC_INTERNAL_ERROR, "out of memory");
+    }
+    GW_LOG(GW_LOG_DEBUG, sess->subject, "tools/call %s on %s", tool,
+           dev->client_id);
+    gw_devices_request(&srv->inst->devices, dev->client_id, "tools/call",
+                       params, 0, GW_MCP_FROM_CLIENT, on_call_reply, call,
+                       &call->handle);
+    *started = true;
+    return NULL;
+}
