@@ -11,7 +11,9 @@
 
 #include "codec/presence.h"
 #include "codec/topic.h"
+#include "gateway/http_api.h"
 #include "gateway/log.h"
+#include "gateway/mcp_server.h"
 
 #define DRAIN_TIMEOUT_MS 3000 /* bound on waiting for backends to close */
 #define TOPIC_MAX        512
@@ -135,8 +137,9 @@ static void on_device_hello(struct gw_instance *inst, const char *client_id,
     if (inst->stopping) {
         gw_log(GW_LOG_INFO, subject, "hello during shutdown: refused");
         gw_instance_goodbye(inst, client_id, "");
-    } else {
-        (void)gw_session_start(inst, client_id, id, &hello); /* logged */
+    } else if (gw_session_start(inst, client_id, id, &hello) == 0) {
+        /* Also the start of the MCP link where no presence comes. */
+        gw_devices_online(&inst->devices, client_id);
     }
     gw_device_hello_free(&hello);
 }
@@ -184,9 +187,15 @@ static void on_presence(struct gw_instance *inst, const char *client_id,
         inst->stats.presence_online++;
         GW_LOG(GW_LOG_DEBUG, subject, "online from %s",
                p.address[0] != '\0' ? p.address : "an unknown address");
+        gw_devices_online(&inst->devices, client_id);
         return;
     }
     if (rc != GW_PRESENCE_LEFT) {
+        /* A retained "offline" replayed after the broker link came back:
+         * the device left while the link was down. */
+        if (!p.online) {
+            gw_devices_offline(&inst->devices, client_id);
+        }
         return;
     }
     inst->stats.presence_offline++;
@@ -195,6 +204,7 @@ static void on_presence(struct gw_instance *inst, const char *client_id,
     if (s != NULL) {
         gw_session_end(s, GW_END_DEVICE_OFFLINE);
     }
+    gw_devices_offline(&inst->devices, client_id); /* its calls fail now */
 }
 
 /* The client id a topic carries under pattern, copied and checked. */
@@ -245,6 +255,9 @@ static void on_mqtt_message(struct gw_mqtt_link *link, const char *topic,
     }
     if (env.kind == GW_MSG_HELLO) {
         on_device_hello(inst, client_id, &id, &env, subject);
+    } else if (env.kind == GW_MSG_MCP &&
+               gw_devices_on_device_mcp(&inst->devices, client_id, &env)) {
+        /* an answer on the device's MCP link, delivered (or dropped) */
     } else {
         struct gw_session *s = NULL;
         HASH_FIND(hh, inst->sessions, client_id, strlen(client_id), s);
@@ -307,6 +320,34 @@ static int start_mqtt(struct gw_instance *inst)
     return gw_mqtt_link_init(inst->loop, &opts, &inst->mqtt);
 }
 
+static void on_device_changed(void *arg, const struct gw_device *dev)
+{
+    struct gw_instance *inst = arg;
+
+    if (inst->mcp_server != NULL) {
+        gw_mcp_server_device_changed(inst->mcp_server, dev);
+    }
+}
+
+/* The HTTP API and the MCP server behind it, when http.port is set. */
+static int start_http(struct gw_instance *inst)
+{
+    const struct gw_config *cfg = inst->hold->cfg;
+    int rc;
+
+    if (cfg->http.port == 0) {
+        return 0;
+    }
+    rc = gw_mcp_server_create(inst, &inst->mcp_server);
+    if (rc != 0) {
+        gw_log(GW_LOG_ERROR, "http", "cannot create the MCP server: %s",
+               gw_strerror(rc));
+        return rc;
+    }
+    gw_devices_set_listener(&inst->devices, on_device_changed, inst);
+    return gw_http_api_init(inst, &inst->api); /* failures logged there */
+}
+
 static const char *backend_ca_file(const struct gw_config *cfg)
 {
     /* One lws context serves every backend, so it has one extra CA. */
@@ -335,6 +376,8 @@ int gw_instance_init(uv_loop_t *loop, struct gw_config *cfg,
         return GW_ENOMEM;
     }
     inst->loop = loop;
+    inst->started_ms = uv_now(loop);
+    gw_devices_init(&inst->devices, inst);
     struct gw_udp_audio_options uopts = {
         .bind_host = cfg->udp.bind,
         .port = cfg->udp.port,
@@ -358,6 +401,10 @@ int gw_instance_init(uv_loop_t *loop, struct gw_config *cfg,
                gw_strerror(rc));
         goto fail;
     }
+    rc = start_http(inst);
+    if (rc != 0) {
+        goto fail;
+    }
     uv_timer_init(loop, &inst->drain_timer);
     inst->drain_timer.data = inst;
     gw_log(GW_LOG_INFO, "udp", "audio on %s:%d, advertised as %s:%d",
@@ -376,6 +423,13 @@ fail:
     if (inst->bws != NULL) {
         gw_backend_ws_close(inst->bws, NULL, NULL);
     }
+    if (inst->mqtt != NULL) {
+        gw_mqtt_link_close(inst->mqtt, NULL, NULL);
+    }
+    if (inst->mcp_server != NULL) {
+        gw_mcp_server_destroy(inst->mcp_server);
+    }
+    gw_devices_destroy(&inst->devices);
     gw_instance_release_config(inst, inst->hold);
     gw_presence_table_clear(&inst->presence);
     free(inst);
@@ -419,6 +473,15 @@ static void on_mqtt_closed(struct gw_mqtt_link *link, void *arg)
     on_part_closed(arg);
 }
 
+static void on_api_closed(struct gw_http_api *api, void *arg)
+{
+    struct gw_instance *inst = arg;
+
+    (void)api;
+    inst->api = NULL;
+    on_part_closed(inst);
+}
+
 static void on_drain_closed(uv_handle_t *handle)
 {
     on_part_closed(handle->data);
@@ -431,9 +494,19 @@ static void close_parts(struct gw_instance *inst)
         return;
     }
     gw_instance_log_stats(inst); /* the last chance: parts close next */
-    inst->parts_open = 4;
+    inst->parts_open = 4 + (inst->api != NULL);
     uv_timer_stop(&inst->drain_timer);
     uv_close((uv_handle_t *)&inst->drain_timer, on_drain_closed);
+    /* HTTP first: its waiting requests let go of their device calls,
+     * then every call still open ends (-32004) before the broker goes. */
+    if (inst->api != NULL) {
+        gw_http_api_close(inst->api, on_api_closed, inst);
+    }
+    if (inst->mcp_server != NULL) {
+        gw_mcp_server_destroy(inst->mcp_server);
+        inst->mcp_server = NULL;
+    }
+    gw_devices_destroy(&inst->devices);
     /* Backends first: sessions still waiting for a close get it now. */
     gw_backend_ws_close(inst->bws, on_bws_closed, inst);
     gw_udp_audio_close(inst->udp, on_udp_closed, inst);

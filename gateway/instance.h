@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "gateway/backend_ws.h"
+#include "gateway/device.h"
 #include "gateway/mqtt_link.h"
 #include "gateway/presence.h"
 #include "gateway/session.h"
@@ -34,6 +35,9 @@ enum gw_refusal {
 };
 
 const char *gw_refusal_name(enum gw_refusal why);
+
+struct gw_http_api;
+struct gw_mcp_server;
 
 struct gw_instance_stats {
     uint64_t sessions_started;
@@ -65,6 +69,11 @@ struct gw_instance {
     struct gw_backend_ws *bws;
     struct gw_session *sessions;       /* uthash by client id: live ones only */
     struct gw_presence_table presence; /* devices the broker says are on */
+    struct gw_devices devices;         /* records and MCP links, by id */
+    struct gw_http_api *api;           /* NULL when http.port is 0 */
+    struct gw_mcp_server *mcp_server;  /* behind api */
+    uint64_t next_session_serial;      /* tells sessions of one device apart */
+    uint64_t started_ms;               /* loop time at init, for uptime */
     size_t n_alive;         /* allocated sessions, closing included */
     uv_timer_t drain_timer; /* bounds the shutdown drain */
     bool stopping;

@@ -16,6 +16,7 @@
 #include "crypto/session_keys.h"
 #include "gateway/instance.h"
 #include "gateway/log.h"
+#include "gateway/mcp_relay.h"
 #include "gateway/router.h"
 
 #define SERVER_HELLO_MAX 1024
@@ -177,6 +178,8 @@ static void relay_to_device(struct gw_session *s, const char *text, size_t len)
         gw_envelope_free(&env);
         gw_session_end(s, GW_END_BACKEND_GOODBYE);
         return;
+    } else if (env.kind == GW_MSG_MCP) {
+        gw_mcp_relay_from_backend(s, &env, text, len);
     } else {
         inst->stats.backend_messages++;
         (void)gw_instance_publish_device(inst, s->client_id, text, len);
@@ -459,6 +462,7 @@ int gw_session_start(struct gw_instance *inst, const char *client_id,
     s->route = route;
     s->state = GW_SESSION_CONNECTING_BACKEND;
     s->started_ms = uv_now(inst->loop);
+    s->serial = ++inst->next_session_serial;
     set_subject(s);
     uv_timer_init(inst->loop, &s->timer);
     s->timer.data = s;
@@ -504,6 +508,15 @@ void gw_session_end(struct gw_session *s, enum gw_session_end why)
     }
     if (s->ws != NULL) {
         gw_backend_conn_close(s->ws); /* on_ws_close follows */
+    }
+    /*
+     * With no presence from the broker, a device is known only while it
+     * talks: its record (and MCP link) ends with its last session. A
+     * newer hello or shutdown is no sign of that.
+     */
+    if (why != GW_END_REPLACED && why != GW_END_SHUTDOWN &&
+        gw_presence_table_find(&inst->presence, s->client_id) == NULL) {
+        gw_devices_offline(&inst->devices, s->client_id);
     }
     uv_timer_stop(&s->timer);
     uv_close((uv_handle_t *)&s->timer, on_timer_closed);

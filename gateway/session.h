@@ -64,6 +64,8 @@ struct gw_session {
     struct gw_udp_peer udp;       /* started when ACTIVE */
     uv_timer_t timer;             /* hello timeout, then idle checks */
     uint64_t started_ms;          /* loop time of the device hello */
+    uint64_t serial;              /* unique per instance: late answers of
+                                     an ended session find no match */
     bool timer_closed;            /* timer's close callback ran */
     bool linked;                  /* in the instance's table */
 };
