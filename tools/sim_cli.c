@@ -44,6 +44,9 @@ enum {
     O_NO_REPLY,
     O_MCP_TOOLS,
     O_MCP_SILENT,
+    O_MCP_ECHO,
+    O_MCP_DELAY,
+    O_IDLE,
     O_JSON,
     O_PACKET_LOG,
     O_LOG_LEVEL,
@@ -83,6 +86,9 @@ static const struct option cli_options[] = {
     {"no-reply", no_argument, NULL, O_NO_REPLY},
     {"mcp-extra-tools", required_argument, NULL, O_MCP_TOOLS},
     {"mcp-silent", no_argument, NULL, O_MCP_SILENT},
+    {"mcp-echo-tool", no_argument, NULL, O_MCP_ECHO},
+    {"mcp-call-delay-ms", required_argument, NULL, O_MCP_DELAY},
+    {"idle", no_argument, NULL, O_IDLE},
     {"json", no_argument, NULL, O_JSON},
     {"packet-log", required_argument, NULL, O_PACKET_LOG},
     {"log-level", required_argument, NULL, O_LOG_LEVEL},
@@ -144,11 +150,24 @@ void gw_sim_cli_usage(FILE *out)
         "                           after the first starts on SIGUSR1 (a\n"
         "                           button press); checks judge the last\n"
         "                           one\n"
+        "  --idle                   connect and stay online with no "
+        "conversation\n"
+        "                           (MCP is answered) until SIGINT, which "
+        "ends the\n"
+        "                           run with exit 0; SIGUSR1 starts one\n"
         "  --decode / --no-decode   decode played frames with libopus, or "
         "only inspect them\n"
         "MCP:\n"
         "  --mcp-extra-tools N      add N tools (tools/list paging)\n"
         "  --mcp-silent             never answer MCP\n"
+        "  --mcp-echo-tool          board tool self.sim.echo: answers its "
+        "required\n"
+        "                           string argument text\n"
+        "  --mcp-call-delay-ms N    answer each tools/call N ms late, one at "
+        "a time\n"
+        "                           in arrival order (a slow tool); other "
+        "methods\n"
+        "                           are answered at once\n"
         "Timeouts (ms):\n"
         "  --connect-timeout MS     CONNACK, default 10000\n"
         "  --hello-timeout MS       server hello, default 10000 (firmware)\n"
@@ -249,6 +268,7 @@ static int parse_number(struct gw_sim_cli *cli, int code, const char *arg)
         N(O_LINGER, "linger", 0, 600000, linger_ms),
         N(O_SESSIONS, "sessions", 1, 100000, sessions),
         N(O_MCP_TOOLS, "mcp-extra-tools", 0, 100000, mcp_extra_tools),
+        N(O_MCP_DELAY, "mcp-call-delay-ms", 0, 3600000, mcp_call_delay_ms),
 #undef N
     };
 
@@ -336,6 +356,12 @@ int gw_sim_cli_parse(struct gw_sim_cli *cli, int code, const char *arg)
         break;
     case O_MCP_SILENT:
         o->mcp_silent = true;
+        break;
+    case O_MCP_ECHO:
+        o->mcp_echo_tool = true;
+        break;
+    case O_IDLE:
+        o->idle = true;
         break;
     case O_JSON:
         cli->json = true;

@@ -81,6 +81,7 @@ void gw_sim_dev_release(struct gw_sim_device *d)
     if (d->close_cb != NULL) {
         d->close_cb(d, d->close_arg);
     }
+    gw_sim_dev_mcp_drop_queue(d);
     gw_aes_ctr_destroy(d->aes);
     EVP_MD_CTX_free(d->up_md);
     EVP_MD_CTX_free(d->down_md);
@@ -223,6 +224,7 @@ static int setup_state(struct gw_sim_device *d,
     gw_sim_mcp_defaults(&d->mcp);
     d->mcp.extra_tools = o->mcp_extra_tools;
     d->mcp.silent = o->mcp_silent;
+    d->mcp.echo_tool = o->mcp_echo_tool;
     d->sample_rate = 24000; /* the firmware's defaults before any hello */
     d->frame_duration = 60;
     d->frame_ns = (uint64_t)o->frame_ms * 1000000u;
@@ -278,14 +280,14 @@ int gw_sim_device_init(uv_loop_t *loop,
         free_early(d);
         return rc;
     }
-    uv_timer_t *timers[] = {&d->uplink_timer,   &d->play_timer,
-                            &d->watchdog,       &d->channel_timer,
-                            &d->duration_timer, &d->done_timer};
+    uv_timer_t *timers[] = {
+        &d->uplink_timer,   &d->play_timer, &d->watchdog, &d->channel_timer,
+        &d->duration_timer, &d->done_timer, &d->mcp_timer};
     for (size_t i = 0; i < sizeof(timers) / sizeof(timers[0]); i++) {
         uv_timer_init(loop, timers[i]);
         timers[i]->data = d;
     }
-    d->open_handles = 7; /* six timers and the MQTT link */
+    d->open_handles = 8; /* seven timers and the MQTT link */
     d->t0_ns = uv_hrtime();
     d->state = ST_CONNECTING;
     gw_sim_dev_watch(d, opts->connect_timeout_ms);
@@ -317,9 +319,9 @@ void gw_sim_device_close(struct gw_sim_device *d, gw_sim_device_close_cb cb,
     d->o.on_done = NULL;
     d->o.on_event = NULL;
     gw_sim_dev_udp_close(d);
-    uv_timer_t *timers[] = {&d->uplink_timer,   &d->play_timer,
-                            &d->watchdog,       &d->channel_timer,
-                            &d->duration_timer, &d->done_timer};
+    uv_timer_t *timers[] = {
+        &d->uplink_timer,   &d->play_timer, &d->watchdog, &d->channel_timer,
+        &d->duration_timer, &d->done_timer, &d->mcp_timer};
     for (size_t i = 0; i < sizeof(timers) / sizeof(timers[0]); i++) {
         uv_close((uv_handle_t *)timers[i], gw_sim_dev_on_closed);
     }
@@ -346,6 +348,25 @@ static void add_ms(cJSON *o, const char *name, double ms)
     /* One decimal is plenty; rounded without libm. */
     cJSON_AddNumberToObject(
         o, name, (double)(int64_t)(ms * 10 + (ms < 0 ? -0.5 : 0.5)) / 10);
+}
+
+/* "mcp": what the device's MCP server saw and answered. */
+static bool add_mcp(cJSON *o, const struct gw_sim_result *r)
+{
+    cJSON *m = cJSON_AddObjectToObject(o, "mcp");
+
+    if (m == NULL) {
+        return false;
+    }
+    cJSON_AddNumberToObject(m, "answered", r->mcp_answered);
+    cJSON_AddNumberToObject(m, "ignored", r->mcp_ignored);
+    cJSON_AddNumberToObject(m, "initializes", r->mcp_initializes);
+    cJSON_AddNumberToObject(m, "lists", r->mcp_lists);
+    cJSON_AddNumberToObject(m, "calls", r->mcp_calls);
+    cJSON_AddNumberToObject(m, "cancelled", r->mcp_cancelled);
+    cJSON_AddBoolToObject(m, "vision", r->mcp_vision);
+    cJSON_AddStringToObject(m, "vision_url", r->mcp_vision_url);
+    return true;
 }
 
 char *gw_sim_result_json(const struct gw_sim_result *r, const char *client_id)
@@ -396,6 +417,10 @@ char *gw_sim_result_json(const struct gw_sim_result *r, const char *client_id)
     cJSON_AddNumberToObject(msgs, "mcp_answered", r->mcp_answered);
     cJSON_AddNumberToObject(msgs, "mcp_ignored", r->mcp_ignored);
     cJSON_AddNumberToObject(msgs, "goodbye_ignored", r->goodbye_ignored);
+    if (!add_mcp(o, r)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
     cJSON_AddBoolToObject(o, "goodbye_received", r->goodbye_received);
     cJSON_AddBoolToObject(o, "goodbye_sent", r->goodbye_sent);
     cJSON_AddBoolToObject(o, "goodbye_replied", r->goodbye_replied);

@@ -82,11 +82,16 @@ struct gw_sim_mcp {
     int volume;           /* speaker volume, set by set_volume */
     int brightness;       /* screen brightness, set by set_brightness */
     uint32_t extra_tools; /* synthetic tools added for paging tests */
+    bool echo_tool;       /* board tool self.sim.echo (whose answer is it) */
     bool silent;          /* never answer anything (timeout tests) */
     bool vision_seen;     /* initialize carried capabilities.vision */
+    char vision_url[128]; /* its url, "" if none or too long */
     uint64_t answered;    /* replies produced */
     uint64_t ignored;     /* requests dropped as the firmware drops them */
+    uint64_t initializes; /* initialize requests answered */
+    uint64_t lists;       /* tools/list requests answered (pages) */
     uint64_t calls;       /* tools/call requests answered */
+    uint64_t cancelled;   /* notifications/cancelled seen (no reply) */
 };
 
 /* Page limit of tools/list, as the firmware measures it. */
@@ -153,6 +158,9 @@ struct gw_sim_result {
     bool goodbye_sent;        /* the device ended it */
     bool goodbye_replied;     /* a goodbye answered ours: a gateway bug */
     uint32_t mcp_answered, mcp_ignored;
+    uint32_t mcp_initializes, mcp_lists, mcp_calls, mcp_cancelled;
+    bool mcp_vision;          /* an initialize carried capabilities.vision */
+    char mcp_vision_url[128]; /* its url */
     uint64_t up_packets, up_bytes, up_send_errors;
     uint64_t up_replayed, up_forged; /* test traffic, not in the counts */
     uint64_t down_datagrams;         /* every datagram read */
@@ -200,15 +208,22 @@ struct gw_sim_device_options {
     uint32_t replay_every;  /* send every Nth uplink twice; 0 never */
     uint32_t forge_every;   /* after every Nth uplink, a forgery from
                                another port; 0 never */
-    uint32_t connect_timeout_ms;    /* MQTT CONNACK wait: 10000 */
-    uint32_t hello_timeout_ms;      /* server hello wait: 10000 */
-    uint32_t turn_timeout_ms;       /* listen start to tts stop: 60000 */
-    uint32_t channel_timeout_ms;    /* nothing received: 120000 */
-    uint32_t end_timeout_ms;        /* wait for the server's goodbye */
-    uint32_t linger_ms;             /* after our goodbye, watch for a reply */
-    uint32_t duration_ms;           /* stop the run after this; 0 = never */
-    uint32_t mcp_extra_tools;       /* synthetic tools for paging tests */
-    bool mcp_silent;                /* never answer MCP */
+    uint32_t connect_timeout_ms; /* MQTT CONNACK wait: 10000 */
+    uint32_t hello_timeout_ms;   /* server hello wait: 10000 */
+    uint32_t turn_timeout_ms;    /* listen start to tts stop: 60000 */
+    uint32_t channel_timeout_ms; /* nothing received: 120000 */
+    uint32_t end_timeout_ms;     /* wait for the server's goodbye */
+    uint32_t linger_ms;          /* after our goodbye, watch for a reply */
+    uint32_t duration_ms;        /* stop the run after this; 0 = never */
+    uint32_t mcp_extra_tools;    /* synthetic tools for paging tests */
+    bool mcp_silent;             /* never answer MCP */
+    bool mcp_echo_tool;          /* board tool self.sim.echo */
+    uint32_t mcp_call_delay_ms;  /* tools/call answered this late, one
+                                    at a time in arrival order; 0 = at
+                                    once */
+    bool idle; /* connect and stay online with no conversation until a
+                  wake-up (gw_sim_device_wake) or a stop; sleeps again
+                  after each conversation */
     const struct gw_sim_clip *clip; /* uplink audio, required */
     FILE *packet_log;               /* per-packet lines, or NULL */
     gw_sim_device_done_cb on_done;
@@ -229,13 +244,14 @@ GW_MUST_CHECK int gw_sim_device_init(uv_loop_t *loop,
                                      struct gw_sim_device **out);
 
 /*
- * A button press: with options.sessions > 1, a device whose conversation
- * ended waits, connected, for this before its next hello. Ignored at any
- * other time.
+ * A button press: with options.sessions > 1 (or options.idle), a device
+ * whose conversation ended (or that never had one) waits, connected, for
+ * this before its next hello. Ignored at any other time.
  */
 void gw_sim_device_wake(struct gw_sim_device *d);
 
-/* Ends the conversation now, as a user closing the chat (goodbye). */
+/* Ends the conversation now, as a user closing the chat (goodbye); a
+ * device waiting for a wake-up just ends its run. */
 void gw_sim_device_stop(struct gw_sim_device *d);
 
 /* Closes every handle and the MQTT link, then frees the device and calls

@@ -97,6 +97,9 @@ struct gw_sim_device {
     double jitter_ns;
     EVP_MD_CTX *up_md, *down_md;
     struct gw_sim_mcp mcp;
+    /* tools/call requests waiting out --mcp-call-delay-ms, oldest first. */
+    struct gw_sim_mcp_job *mcp_head, *mcp_tail;
+    uv_timer_t mcp_timer; /* answers the oldest one */
     struct gw_sim_result r;
     gw_sim_device_close_cb close_cb;
     void *close_arg;
@@ -142,6 +145,12 @@ void gw_sim_dev_on_message(struct gw_mqtt_link *link, const char *topic,
                            const uint8_t *payload, size_t len, void *arg);
 void gw_sim_dev_on_state(struct gw_mqtt_link *link, bool up, void *arg);
 void gw_sim_dev_send_hello(struct gw_sim_device *d);
+
+/* Copies the MCP server's counters into the result. */
+void gw_sim_dev_sync_mcp(struct gw_sim_device *d);
+
+/* Frees the tools/call requests still waiting (the device is going). */
+void gw_sim_dev_mcp_drop_queue(struct gw_sim_device *d);
 
 /* --- sim_device_udp.c: the audio channel ------------------------------- */
 

@@ -86,10 +86,11 @@ static void print_result(const struct gw_sim_result *r)
     gw_sim_cli_print_drops(r->drops);
     printf("\nmessages    stt %" PRIu32 ", llm %" PRIu32 ", tts start %" PRIu32
            "/stop %" PRIu32 "/sentence %" PRIu32 ", mcp %" PRIu32
-           " answered/%" PRIu32 " ignored, %" PRIu32 " unparsable, goodbye "
-           "%s%s%s\n",
+           " answered/%" PRIu32 " ignored (%" PRIu32 " calls%s), %" PRIu32
+           " unparsable, goodbye %s%s%s\n",
            r->stt_count, r->llm_count, r->tts_start, r->tts_stop,
-           r->tts_sentence, r->mcp_answered, r->mcp_ignored, r->bad_json,
+           r->tts_sentence, r->mcp_answered, r->mcp_ignored, r->mcp_calls,
+           r->mcp_vision ? ", vision seen" : "", r->bad_json,
            r->goodbye_received ? "received" : "", r->goodbye_sent ? "sent" : "",
            !r->goodbye_received && !r->goodbye_sent ? "none" : "");
 }
@@ -119,8 +120,10 @@ static void device_done(struct gw_sim_device *d, const struct gw_sim_result *r,
     if (!r->ok) {
         fprintf(stderr, "hybridgw-sim device: FAILED: %s\n", r->reason);
     }
-    run->status = r->ok && run->interrupts == 0 ? 0 : 1;
-    if (r->ok && run->interrupts > 0) {
+    /* SIGINT is how an idle device's run is meant to end. */
+    bool ended_well = run->interrupts == 0 || run->cli->dev.idle;
+    run->status = r->ok && ended_well ? 0 : 1;
+    if (r->ok && !ended_well) {
         fprintf(stderr, "hybridgw-sim device: interrupted\n");
     }
     gw_sim_device_close(d, device_closed, run);

@@ -80,16 +80,28 @@ static void sb_str(struct sbuf *b, const char *s)
 /* ---------------------------------------------------------------------- */
 /* MCP server of the device                                                */
 
-enum tool_id { T_STATUS, T_VOLUME, T_BRIGHTNESS, T_EXTRA, T_SYSINFO, T_REBOOT };
+enum tool_id {
+    T_STATUS,
+    T_VOLUME,
+    T_BRIGHTNESS,
+    T_ECHO,
+    T_EXTRA,
+    T_SYSINFO,
+    T_REBOOT
+};
 
-/* One tool; the integer argument, if any, is required and range checked. */
+/*
+ * One tool; its argument, if any, is required: an integer is range
+ * checked, a string (arg_string) must be a JSON string.
+ */
 struct tool {
     const char *name;        /* tool name */
     const char *description; /* shown to MCP clients */
-    const char *arg;         /* integer argument or NULL */
-    int min, max;            /* its range */
+    const char *arg;         /* the argument or NULL */
+    int min, max;            /* an integer argument's range */
     bool user_only;          /* listed only with withUserTools */
     enum tool_id id;         /* what a call does */
+    bool arg_string;         /* arg is a string, not an integer */
 };
 
 static const struct tool common_tools[] = {
@@ -98,20 +110,29 @@ static const struct tool common_tools[] = {
      "current status of the audio speaker, screen, battery, network, etc.\n"
      "Use this tool for: \n1. Answering questions about current condition\n"
      "2. As the first step to control the device",
-     NULL, 0, 0, false, T_STATUS},
+     NULL, 0, 0, false, T_STATUS, false},
     {"self.audio_speaker.set_volume",
      "Set the volume of the audio speaker. If the current volume is "
      "unknown, you must call `self.get_device_status` tool first and then "
      "call this tool.",
-     "volume", 0, 100, false, T_VOLUME},
+     "volume", 0, 100, false, T_VOLUME, false},
     {"self.screen.set_brightness", "Set the brightness of the screen.",
-     "brightness", 0, 100, false, T_BRIGHTNESS},
+     "brightness", 0, 100, false, T_BRIGHTNESS, false},
+};
+
+/* A board tool whose answer names its question: tests tell replies apart. */
+static const struct tool echo_tool = {
+    .name = "self.sim.echo",
+    .description = "Answers with the text it is given.",
+    .arg = "text",
+    .id = T_ECHO,
+    .arg_string = true,
 };
 
 static const struct tool user_tools[] = {
     {"self.get_system_info", "Get the system information", NULL, 0, 0, true,
-     T_SYSINFO},
-    {"self.reboot", "Reboot the system", NULL, 0, 0, true, T_REBOOT},
+     T_SYSINFO, false},
+    {"self.reboot", "Reboot the system", NULL, 0, 0, true, T_REBOOT, false},
 };
 
 #define N_COMMON (sizeof(common_tools) / sizeof(common_tools[0]))
@@ -124,10 +145,11 @@ void gw_sim_mcp_defaults(struct gw_sim_mcp *m)
     m->brightness = 80;
 }
 
-/* Tool i in firmware order: common, board (the synthetic ones), user. */
+/* Tool i in firmware order: common, board (echo, the synthetic ones),
+ * user. */
 static size_t tool_count(const struct gw_sim_mcp *m)
 {
-    return N_COMMON + m->extra_tools + N_USER;
+    return N_COMMON + (m->echo_tool ? 1 : 0) + m->extra_tools + N_USER;
 }
 
 static struct tool tool_at(const struct gw_sim_mcp *m, size_t i, char *name,
@@ -141,13 +163,20 @@ static struct tool tool_at(const struct gw_sim_mcp *m, size_t i, char *name,
         0,
         0,
         false,
-        T_EXTRA};
+        T_EXTRA,
+        false};
     struct tool t;
 
     if (i < N_COMMON) {
         return common_tools[i];
     }
     i -= N_COMMON;
+    if (m->echo_tool) {
+        if (i == 0) {
+            return echo_tool;
+        }
+        i--;
+    }
     if (i < m->extra_tools) {
         t = extra;
         snprintf(name, cap, "self.sim.tool_%04zu", i + 1);
@@ -164,7 +193,10 @@ static void tool_json(struct sbuf *b, const struct tool *t)
     sb_add(b, ",\"description\":");
     sb_str(b, t->description);
     sb_add(b, ",\"inputSchema\":{\"type\":\"object\",\"properties\":{");
-    if (t->arg != NULL) {
+    if (t->arg != NULL && t->arg_string) {
+        sb_fmt(b, "\"%s\":{\"type\":\"string\"}},\"required\":[\"%s\"]}",
+               t->arg, t->arg);
+    } else if (t->arg != NULL) {
         sb_fmt(b,
                "\"%s\":{\"type\":\"integer\",\"minimum\":%d,"
                "\"maximum\":%d}},\"required\":[\"%s\"]}",
@@ -302,7 +334,15 @@ static void tools_call(struct gw_sim_mcp *m, struct sbuf *b, int id,
         return;
     }
     int value = 0;
-    if (t.arg != NULL) {
+    const char *str = NULL;
+    if (t.arg != NULL && t.arg_string) {
+        str =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(args, t.arg));
+        if (str == NULL) {
+            reply_error(b, id, "Missing valid argument: %s", t.arg);
+            return;
+        }
+    } else if (t.arg != NULL) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, t.arg);
         if (!cJSON_IsNumber(v)) {
             reply_error(b, id, "Missing valid argument: %s", t.arg);
@@ -325,6 +365,10 @@ static void tools_call(struct gw_sim_mcp *m, struct sbuf *b, int id,
         m->volume = value;
     } else if (t.id == T_BRIGHTNESS) {
         m->brightness = value;
+    } else if (t.id == T_ECHO) {
+        m->calls++;
+        reply_text(b, id, str); /* any length: it is the caller's text */
+        return;
     } else if (t.id == T_SYSINFO) {
         snprintf(text, sizeof(text),
                  "{\"board\":\"hybridgw-sim\",\"version\":\"2.4.2\"}");
@@ -344,12 +388,22 @@ int gw_sim_mcp_handle(struct gw_sim_mcp *m, const cJSON *msg, char **reply,
 
     *reply = NULL;
     *reply_len = 0;
-    if (m->silent || !cJSON_IsObject(msg) || !cJSON_IsString(ver) ||
+    if (!cJSON_IsObject(msg) || !cJSON_IsString(ver) ||
         strcmp(ver->valuestring, "2.0") != 0 || !cJSON_IsString(method)) {
         m->ignored++;
         return 0;
     }
+    if (m->silent) {
+        if (strcmp(method->valuestring, "notifications/cancelled") == 0) {
+            m->cancelled++;
+        }
+        m->ignored++;
+        return 0;
+    }
     if (strncmp(method->valuestring, "notifications", 13) == 0) {
+        if (strcmp(method->valuestring, "notifications/cancelled") == 0) {
+            m->cancelled++; /* counted for tests; ignored as by firmware */
+        }
         return 0; /* no reply, by design */
     }
     if ((params != NULL && !cJSON_IsObject(params)) || !cJSON_IsNumber(idj)) {
@@ -361,14 +415,22 @@ int gw_sim_mcp_handle(struct gw_sim_mcp *m, const cJSON *msg, char **reply,
     if (strcmp(meth, "initialize") == 0) {
         const cJSON *caps =
             cJSON_GetObjectItemCaseSensitive(params, "capabilities");
-        if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(caps, "vision"))) {
+        const cJSON *vision = cJSON_GetObjectItemCaseSensitive(caps, "vision");
+        if (cJSON_IsObject(vision)) {
+            const char *url = cJSON_GetStringValue(
+                cJSON_GetObjectItemCaseSensitive(vision, "url"));
             m->vision_seen = true;
+            if (url != NULL && strlen(url) < sizeof(m->vision_url)) {
+                memcpy(m->vision_url, url, strlen(url) + 1);
+            }
         }
+        m->initializes++;
         sb_fmt(&b, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{", id);
         sb_add(&b, "\"protocolVersion\":\"2024-11-05\",\"capabilities\":"
                    "{\"tools\":{}},\"serverInfo\":{\"name\":\"hybridgw-sim\","
                    "\"version\":\"2.4.2\"}}}");
     } else if (strcmp(meth, "tools/list") == 0) {
+        m->lists++;
         tools_list(m, &b, id, params);
     } else if (strcmp(meth, "tools/call") == 0) {
         tools_call(m, &b, id, params);

@@ -290,9 +290,23 @@ static void on_stt(struct gw_sim_device *d, const cJSON *root)
                      text ? text : "", ms);
 }
 
-static void on_mcp(struct gw_sim_device *d, const cJSON *root)
+void gw_sim_dev_sync_mcp(struct gw_sim_device *d)
 {
-    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(root, "payload");
+    const struct gw_sim_mcp *m = &d->mcp;
+
+    d->r.mcp_answered = (uint32_t)m->answered;
+    d->r.mcp_ignored = (uint32_t)m->ignored;
+    d->r.mcp_initializes = (uint32_t)m->initializes;
+    d->r.mcp_lists = (uint32_t)m->lists;
+    d->r.mcp_calls = (uint32_t)m->calls;
+    d->r.mcp_cancelled = (uint32_t)m->cancelled;
+    d->r.mcp_vision = m->vision_seen;
+    memcpy(d->r.mcp_vision_url, m->vision_url, sizeof(d->r.mcp_vision_url));
+}
+
+/* Answers one JSON-RPC message now, as the firmware's MCP server does. */
+static void mcp_answer(struct gw_sim_device *d, const cJSON *payload)
+{
     const char *method = cJSON_GetStringValue(
         cJSON_GetObjectItemCaseSensitive(payload, "method"));
     char *reply = NULL;
@@ -304,8 +318,7 @@ static void on_mcp(struct gw_sim_device *d, const cJSON *root)
         gw_sim_dev_fail(d, "out of memory");
         return;
     }
-    d->r.mcp_answered = (uint32_t)d->mcp.answered;
-    d->r.mcp_ignored = (uint32_t)d->mcp.ignored;
+    gw_sim_dev_sync_mcp(d);
     if (reply == NULL) {
         gw_sim_dev_event(d, "< mcp %s (no reply, as the firmware)",
                          method ? method : "-");
@@ -325,6 +338,86 @@ static void on_mcp(struct gw_sim_device *d, const cJSON *root)
     gw_sim_dev_publish(d, msg, (size_t)n);
     free(msg);
     free(reply);
+}
+
+/*
+ * --mcp-call-delay-ms: the firmware runs each tool on its main loop, one
+ * after another, so a slow tool holds back the calls behind it while
+ * other methods are still answered at once.
+ */
+struct gw_sim_mcp_job {
+    struct gw_sim_mcp_job *next;
+    cJSON *payload; /* the tools/call request, a copy */
+};
+
+static void on_mcp_timer(uv_timer_t *t)
+{
+    struct gw_sim_device *d = t->data;
+    struct gw_sim_mcp_job *job = d->mcp_head;
+
+    if (job == NULL || d->closing || d->finished) {
+        return;
+    }
+    d->mcp_head = job->next;
+    if (d->mcp_head == NULL) {
+        d->mcp_tail = NULL;
+    }
+    mcp_answer(d, job->payload);
+    cJSON_Delete(job->payload);
+    free(job);
+    if (d->mcp_head != NULL && !d->finished) {
+        uv_timer_start(&d->mcp_timer, on_mcp_timer, d->o.mcp_call_delay_ms, 0);
+    }
+}
+
+static bool mcp_delayed(struct gw_sim_device *d, const cJSON *payload)
+{
+    const char *method = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(payload, "method"));
+    struct gw_sim_mcp_job *job;
+
+    if (d->o.mcp_call_delay_ms == 0 || d->mcp.silent || method == NULL ||
+        strcmp(method, "tools/call") != 0) {
+        return false;
+    }
+    if ((job = calloc(1, sizeof(*job))) == NULL ||
+        (job->payload = cJSON_Duplicate(payload, true)) == NULL) {
+        free(job);
+        gw_sim_dev_fail(d, "out of memory");
+        return true;
+    }
+    if (d->mcp_tail != NULL) {
+        d->mcp_tail->next = job;
+    } else {
+        d->mcp_head = job;
+        uv_timer_start(&d->mcp_timer, on_mcp_timer, d->o.mcp_call_delay_ms, 0);
+    }
+    d->mcp_tail = job;
+    gw_sim_dev_event(d,
+                     "< mcp tools/call queued (answered in %" PRIu32 " ms "
+                     "after the ones before it)",
+                     d->o.mcp_call_delay_ms);
+    return true;
+}
+
+void gw_sim_dev_mcp_drop_queue(struct gw_sim_device *d)
+{
+    while (d->mcp_head != NULL) {
+        struct gw_sim_mcp_job *job = d->mcp_head;
+        d->mcp_head = job->next;
+        cJSON_Delete(job->payload);
+        free(job);
+    }
+    d->mcp_tail = NULL;
+}
+
+static void on_mcp(struct gw_sim_device *d, const cJSON *root)
+{
+    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(root, "payload");
+
+    if (!mcp_delayed(d, payload)) {
+        mcp_answer(d, payload);
+    }
 }
 
 static void on_other(struct gw_sim_device *d, const struct gw_envelope *env)
@@ -442,7 +535,13 @@ void gw_sim_dev_on_state(struct gw_mqtt_link *link, bool up, void *arg)
         gw_sim_dev_event(d, "mqtt connected to %s:%d as %s", d->host, d->o.port,
                          d->client_id);
     }
-    if (d->state == ST_CONNECTING) {
+    if (d->state == ST_CONNECTING && d->o.idle) {
+        /* MCP is answered whenever MQTT is up: no conversation needed. */
+        gw_sim_dev_watch(d, 0);
+        d->state = ST_ASLEEP;
+        gw_sim_dev_event(d, "idle, online: waiting for a wake-up (SIGUSR1) "
+                            "or the end (SIGINT)");
+    } else if (d->state == ST_CONNECTING) {
         gw_sim_dev_send_hello(d);
     }
 }

@@ -240,8 +240,8 @@ void gw_sim_dev_finish(struct gw_sim_device *d)
     uv_timer_stop(&d->watchdog);
     uv_timer_stop(&d->duration_timer);
     gw_sim_dev_sync_downlink(d);
-    d->r.mcp_answered = (uint32_t)d->mcp.answered;
-    d->r.mcp_ignored = (uint32_t)d->mcp.ignored;
+    uv_timer_stop(&d->mcp_timer);
+    gw_sim_dev_sync_mcp(d);
     gw_sim_digest_hex(d->up_md, d->r.up_sha256);
     gw_sim_digest_hex(d->down_md, d->r.down_sha256);
     evaluate(d);
@@ -267,7 +267,10 @@ void gw_sim_dev_conversation_over(struct gw_sim_device *d)
 {
     uint32_t sessions = d->o.sessions > 0 ? d->o.sessions : 1;
 
-    if (d->finished || d->r.sessions >= sessions) {
+    /* An idle device sleeps again after each conversation, until stopped. */
+    bool last = d->o.idle ? d->stopped : d->r.sessions >= sessions;
+
+    if (d->finished || last) {
         gw_sim_dev_finish(d);
         return;
     }
@@ -276,6 +279,13 @@ void gw_sim_dev_conversation_over(struct gw_sim_device *d)
     d->q_len = 0;
     d->playing = false;
     d->state = ST_ASLEEP;
+    if (d->o.idle) {
+        gw_sim_dev_event(d,
+                         "conversation %" PRIu32
+                         " over; idle, waiting for a wake-up (SIGUSR1)",
+                         d->r.sessions);
+        return;
+    }
     gw_sim_dev_event(d,
                      "conversation %" PRIu32 " of %" PRIu32
                      " over; waiting for a wake-up (SIGUSR1)",
@@ -330,6 +340,11 @@ void gw_sim_device_stop(struct gw_sim_device *d)
         gw_sim_dev_goodbye(d);
         break;
     case ST_LINGER:
+        break;
+    case ST_ASLEEP:
+        /* Between conversations, connected: nothing to close. */
+        gw_sim_dev_event(d, "stopped while waiting for a wake-up");
+        gw_sim_dev_finish(d);
         break;
     default:
         gw_sim_dev_fail(d, "stopped before the channel opened (state %s)",
