@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package hybridgw needs to build, test and run the
-# demo. Safe to run again: it installs only what is missing.
+# demo, and the npm packages of the MCP tests (tests/mcp). Safe to run
+# again: it installs only what is missing or stale. GW_SETUP_NODE=0 skips
+# the Node.js part, as does a tree without tests/mcp (the image build,
+# which copies this script alone).
 set -euo pipefail
+
+mcp_dir=$(cd "$(dirname "$0")/.." && pwd)/tests/mcp
+node_wanted=${GW_SETUP_NODE:-1}
+if [ ! -f "$mcp_dir/package-lock.json" ]; then
+    node_wanted=0
+fi
 
 packages=(
     build-essential cmake pkg-config git ca-certificates
     clang libclang-rt-14-dev clang-format
     libuv1-dev libmosquitto-dev libcjson-dev libssl-dev openssl libopus-dev
     libwebsockets-dev libwebsockets-evlib-uv libcmocka-dev uthash-dev
-    mosquitto mosquitto-clients mosquitto-dev jq
+    mosquitto mosquitto-clients mosquitto-dev jq curl
 )
 
 missing=()
@@ -18,18 +27,49 @@ for p in "${packages[@]}"; do
         missing+=("$p")
     fi
 done
-
-if ((${#missing[@]} == 0)); then
-    echo "setup: all ${#packages[@]} packages present"
-    exit 0
+# Debian's Node.js for the MCP tests; a node and npm already on the PATH
+# (another distribution of them) will do as well.
+if [ "$node_wanted" = 1 ]; then
+    command -v node >/dev/null || missing+=(nodejs)
 fi
 
 sudo=()
 if [ "$(id -u)" -ne 0 ]; then
     sudo=(sudo)
 fi
-echo "setup: installing ${missing[*]}"
-"${sudo[@]}" apt-get update -qq
-DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq \
-    --no-install-recommends "${missing[@]}" >/dev/null
-echo "setup: done"
+apt_updated=0
+apt_install() {
+    echo "setup: installing $*"
+    if [ "$apt_updated" = 0 ]; then
+        "${sudo[@]}" apt-get update -qq
+        apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq \
+        --no-install-recommends "$@" >/dev/null
+}
+
+if ((${#missing[@]} == 0)); then
+    echo "setup: all packages present"
+else
+    apt_install "${missing[@]}"
+    echo "setup: done"
+fi
+# Debian's nodejs comes without npm; other builds of nodejs bundle it and
+# conflict with Debian's npm package, so it is asked for only if missing.
+if [ "$node_wanted" = 1 ] && ! command -v npm >/dev/null; then
+    apt_install npm
+fi
+
+# The MCP SDK, exactly as tests/mcp/package-lock.json pins it; installed
+# again whenever the lock file changes.
+if [ "$node_wanted" = 1 ]; then
+    stamp=$mcp_dir/node_modules/.hybridgw-lock.sha256
+    want=$(sha256sum "$mcp_dir/package-lock.json" | cut -d' ' -f1)
+    if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+        echo "setup: npm ci in tests/mcp"
+        (cd "$mcp_dir" && npm ci --no-audit --no-fund --loglevel=error)
+        echo "$want" >"$stamp"
+    else
+        echo "setup: tests/mcp node modules up to date"
+    fi
+fi

@@ -204,3 +204,57 @@ CONF
 jq_is() {
     [ "$(jq -r "$2" <<<"$1")" = "$3" ]
 }
+
+# ---- HTTP API and MCP (tests/mcp: Node.js and the official MCP SDK) ----
+
+# wait_for_http URL [SECONDS]: true once URL answers 2xx.
+wait_for_http() {
+    local url=$1 limit=${2:-10}
+    local deadline=$((SECONDS + limit))
+    while ((SECONDS < deadline)); do
+        if curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    echo "# timed out waiting for $url" >&2
+    return 1
+}
+
+# wait_for_jq FILE FILTER [SECONDS]: true once a JSON line of FILE makes
+# FILTER true (lines that are not JSON are skipped).
+wait_for_jq() {
+    local file=$1 filter=$2 limit=${3:-10}
+    local deadline=$((SECONDS + limit))
+    while ((SECONDS < deadline)); do
+        if jq -R "fromjson? | select($filter)" "$file" 2>/dev/null |
+            grep -q .; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    echo "# timed out waiting for a line of $file with: $filter" >&2
+    sed 's/^/# /' "$file" >&2 || true
+    return 1
+}
+
+# daily_token KEY [DAYS]: the manager-api bearer, sha256 hex of the UTC
+# date (DAYS from today, default 0) followed by KEY.
+daily_token() {
+    local day
+    day=$(date -u -d "${2:-0} days" +%F)
+    printf '%s%s' "$day" "$1" | sha256sum | cut -d' ' -f1
+}
+
+# mcp_tools_ready: true when node and the SDK of tests/mcp are installed
+# (scripts/setup.sh does it). Callers set src (the source tree).
+mcp_tools_ready() {
+    command -v node >/dev/null &&
+        [ -f "$src/tests/mcp/node_modules/@modelcontextprotocol/sdk/package.json" ]
+}
+
+# mcp_client ARGS...: tests/mcp/client.mjs (the SDK client); its result
+# line on stdout, progress lines on stderr.
+mcp_client() {
+    node "$src/tests/mcp/client.mjs" "$@"
+}

@@ -1,0 +1,338 @@
+#!/usr/bin/env bash
+# MCP end to end on real parts: mosquitto with the plugin, the gateway
+# with its HTTP API, stock simulated devices (most of them online with no
+# conversation) and the mock backend as the xiaozhi server's MCP client;
+# MCP clients are the official SDK (tests/mcp/client.mjs), raw HTTP checks
+# (tests/mcp/http_checks.mjs) and curl for the manager-api routes.
+GW=$1
+src=$2
+SIM=$3
+. "$src/tests/integration/lib.sh"
+
+PLUGIN=$(cd "$(dirname "$GW")/../broker" 2>/dev/null && pwd)/hybridgw_broker.so
+if [ ! -f "$PLUGIN" ]; then
+    not_ok "the plugin is built ($PLUGIN)"
+    finish
+    exit
+fi
+if ! mcp_tools_ready; then
+    not_ok "node and tests/mcp's npm packages are installed (scripts/setup.sh)"
+    finish
+    exit
+fi
+
+TOKEN=it-bearer-7f3c9a
+MKEY=It-Manager-Zq7Hw3
+VISION_URL=http://127.0.0.1:8003/mcp/vision/explain
+SHORT_MS=2000 # mcp.call_timeout_ms for the timeout cases
+LONG_MS=15000 # after a reload, for the slow concurrent calls
+
+start_plugin_broker broker || { not_ok "broker with the plugin starts"; finish; exit; }
+start_backend backend --mcp --mcp-list-delay-ms 0 --turn-frames 10 \
+    --tts-frames 4 --mcp-call 'self.sim.echo:{"text":"from-backend"}'
+HTTP_PORT=$(free_port)
+BASE=http://127.0.0.1:$HTTP_PORT
+cfg=$GW_TEST_TMP/gw.json
+udp_port=$(free_port --udp)
+
+# write_config CALL_TIMEOUT_MS
+write_config() {
+    cat >"$cfg" <<JSON
+{
+  "instance": "mcp",
+  "mqtt": { "host": "127.0.0.1", "port": $BROKER_PORT, "keepalive": 10,
+            "username": "$GW_MQTT_USER", "password": "$GW_MQTT_PASS" },
+  "udp": { "bind": "127.0.0.1", "port": $udp_port, "public_host": "127.0.0.1" },
+  "backends": [ { "name": "mock",
+                  "url": "ws://127.0.0.1:$BACKEND_PORT/xiaozhi/v1/?from=mqtt_gateway" } ],
+  "http": { "listen": "127.0.0.1", "port": $HTTP_PORT, "token": "$TOKEN",
+            "manager_key": "$MKEY" },
+  "mcp": { "call_timeout_ms": $1 },
+  "log": { "level": "debug" }
+}
+JSON
+}
+write_config "$SHORT_MS"
+start_gateway gw "$cfg" || { not_ok "gateway starts"; finish; exit; }
+check "the HTTP API answers /healthz" wait_for_http "$BASE/healthz" 10
+
+# ---- devices: stock firmware through the plugin ----
+declare -A DEV_PID DEV_ID
+# device NAME MAC_LAST_BYTE ARGS...: starts a device (transcript and
+# result line in $GW_TEST_TMP/NAME.out); sets ID.
+device() {
+    local name=$1 mac=$2
+    shift 2
+    ID=$(printf 'GID_test@@@02_00_00_00_01_%s@@@mcp-%s' "$mac" "$name")
+    DEV_ID[$name]=$ID
+    "$SIM" device --broker "127.0.0.1:$BROKER_PORT" --key "$PLUGIN_KEY" \
+        --client-id "$ID" --json "$@" >"$GW_TEST_TMP/$name.out" \
+        2>>"$GW_TEST_TMP/devices.err" &
+    DEV_PID[$name]=$!
+}
+# prefix NAME: how the aggregated tool names of that device begin (its
+# label starts with the 12 hex digits of its MAC).
+prefix() {
+    cut -d@ -f4 <<<"${DEV_ID[$1]}" | tr -d _ | sed 's/$/-/'
+}
+# discovered NAME: waits until the gateway has read the device's tools.
+discovered() {
+    wait_for_line "$GW_LOG" "dev=${DEV_ID[$1]} mcp.* [0-9]+ tools? in [0-9]+ pages?" 15
+}
+# pages_read NAME: pages of the gateway's last discovery of the device.
+pages_read() {
+    grep -E "dev=${DEV_ID[$1]} mcp.* [0-9]+ tools? in [0-9]+ pages?" "$GW_LOG" |
+        tail -n 1 | sed -E 's/.* tools? in ([0-9]+) page.*/\1/'
+}
+# end_device NAME: SIGINT (an idle device's normal end); prints its result.
+end_device() {
+    kill -INT "${DEV_PID[$1]}" 2>/dev/null
+    wait_for_exit "${DEV_PID[$1]}" 10 >/dev/null
+    tail -n 1 "$GW_TEST_TMP/$1.out"
+}
+sdk() {
+    mcp_client --token "$TOKEN" "$@" 2>>"$GW_TEST_TMP/sdk.err"
+}
+tok=$(daily_token "$MKEY")
+# mgr TOKEN PATH BODY: POSTs to the manager-api; prints the status, the
+# body goes to $GW_TEST_TMP/mgr.json.
+mgr() {
+    curl -sS --max-time 30 -o "$GW_TEST_TMP/mgr.json" -w '%{http_code}' \
+        -X POST -H "Authorization: Bearer $1" \
+        -H 'Content-Type: application/json' --data "$3" "$BASE$2"
+}
+mcp_cmd() { # METHOD PARAMS_JSON: a manager-api command body
+    printf '{"type":"mcp","payload":{"method":"%s","params":%s}}' "$1" "$2"
+}
+
+echo "# a. the SDK client on /mcp and /mcp/devices/{clientId}, no voice session"
+device a 0a --idle --mcp-echo-tool
+device b 0b --idle --mcp-extra-tools 100
+check "device a's tools are read while it has no session" discovered a
+check "device b's tools are read, every page" discovered b
+A=${DEV_ID[a]} B=${DEV_ID[b]}
+pa=$(prefix a) pb=$(prefix b)
+r=$(sdk --url "$BASE/mcp")
+check "the SDK client connects over Streamable HTTP and lists every page" \
+    jq_is "$r" .ok true
+check "it negotiates protocol 2025-11-25" jq_is "$r" .protocolVersion 2025-11-25
+check "device a's 4 AI tools are there under its label ($pa...)" \
+    jq -e --arg p "$pa" '[.tools[] | select(startswith($p))] | length == 4' <<<"$r"
+check "device b's 103 AI tools are there under its label ($pb...)" \
+    jq -e --arg p "$pb" '[.tools[] | select(startswith($p))] | length == 103' <<<"$r"
+check "user-only tools are hidden" \
+    jq -e '[.tools[] | select(test("[.]self[.](reboot|get_system_info)$"))] == []' <<<"$r"
+check "every name is a valid MCP tool name" \
+    jq -e 'all(.tools[]; test("^[A-Za-z0-9_.-]{1,128}$"))' <<<"$r"
+la=$(jq -r --arg p "$pa" '[.tools[] | select(startswith($p))][0] | split(".")[0]' <<<"$r")
+r=$(sdk --url "$BASE/mcp" --no-list \
+    --call "$la.self.audio_speaker.set_volume:{\"volume\":33}" \
+    --call "$la.self.get_device_status")
+check "set_volume 33 through /mcp succeeds" \
+    jq -e '.calls[0].ok and .calls[0].text == "true"' <<<"$r"
+check "get_device_status then shows volume 33" \
+    jq -e '.calls[1].text | fromjson | .audio_speaker.volume == 33' <<<"$r"
+r=$(sdk --url "$BASE/mcp/devices/$A" --call 'self.sim.echo:{"text":"hello a"}')
+check "/mcp/devices/{clientId} lists the device's tools by their own names" \
+    jq -e '.tools | sort == ["self.audio_speaker.set_volume",
+        "self.get_device_status", "self.screen.set_brightness",
+        "self.sim.echo"]' <<<"$r"
+check "and calls them" jq -e '.calls[0].text == "hello a"' <<<"$r"
+
+echo "# g. paging: device b's tools/list spans several 8000-byte pages"
+pages=$(pages_read b)
+check "the gateway read device b in several pages (${pages:-?})" \
+    test "${pages:-0}" -ge 3
+api=$(curl -sS --max-time 5 -H "Authorization: Bearer $TOKEN" "$BASE/api/devices")
+nb=$(jq --arg id "$B" '[.. | objects | select((.clientId? // .client_id?) == $id)][0] |
+    (.tools | if type == "array" then length else . end) //
+    (.mcp.tools | if type == "array" then length else . end)' <<<"$api" 2>/dev/null)
+check "GET /api/devices: its cache holds every tool (${nb:-?} of 105)" \
+    test "${nb:-0}" = 105
+r=$(sdk --url "$BASE/mcp/devices/$B")
+check "the SDK sees all 103 AI tools of device b" \
+    jq -e '(.tools | length) == 103 and
+        ([.tools[] | select(startswith("self.sim.tool_"))] | length) == 100' <<<"$r"
+
+echo "# f. manager-api: commands and status with the daily token"
+code=$(mgr "$tok" "/api/commands/$A" "$(mcp_cmd tools/list '{"withUserTools":true}')")
+m=$(cat "$GW_TEST_TMP/mgr.json")
+check "tools/list withUserTools answers 200 ($code)" test "$code" = 200
+check "with the user-only tools" \
+    jq -e '.success and ([.data.tools[].name] | index("self.reboot") and
+        index("self.get_system_info"))' <<<"$m"
+all=() cursor=
+for _ in 1 2 3 4 5 6; do
+    params='{"withUserTools":true}'
+    [ -n "$cursor" ] && params="{\"withUserTools\":true,\"cursor\":\"$cursor\"}"
+    [ "$(mgr "$tok" "/api/commands/$B" "$(mcp_cmd tools/list "$params")")" = 200 ] || break
+    mapfile -t -O "${#all[@]}" all < <(jq -r '.data.tools[].name' "$GW_TEST_TMP/mgr.json")
+    cursor=$(jq -r '.data.nextCursor // empty' "$GW_TEST_TMP/mgr.json")
+    [ -z "$cursor" ] && break
+done
+check "paged by cursor, manager-api sees all 105 tools of device b (${#all[@]})" \
+    test "${#all[@]}" -eq 105
+code=$(mgr "$tok" "/api/commands/$A" \
+    "$(mcp_cmd tools/call '{"name":"self.audio_speaker.set_volume","arguments":{"volume":44}}')")
+check "tools/call set_volume 44 answers 200 ($code)" test "$code" = 200
+check "with success and the device's result" \
+    jq -e '.success and .data.content[0].text == "true"' "$GW_TEST_TMP/mgr.json"
+code=$(mgr "$tok" "/api/commands/$A" \
+    "$(mcp_cmd tools/call '{"name":"self.get_device_status","arguments":{}}')")
+check "the device now says volume 44" \
+    jq -e '.data.content[0].text | fromjson | .audio_speaker.volume == 44' \
+    "$GW_TEST_TMP/mgr.json"
+code=$(mgr "$(daily_token "$MKEY" -1)" "/api/devices/status" \
+    "{\"clientIds\":[\"$A\",\"GID_none@@@00_00_00_00_00_00@@@none\"]}")
+check "POST /api/devices/status with yesterday's token answers 200 ($code)" \
+    test "$code" = 200
+# isAlive means a live voice session, as in the Node gateway: device a,
+# online with none, only exists.
+check "device a exists but is not alive (no session), an unknown one neither" \
+    jq -e --arg a "$A" '.[$a] == {"isAlive":false,"exists":true} and
+        .["GID_none@@@00_00_00_00_00_00@@@none"] ==
+        {"isAlive":false,"exists":false}' "$GW_TEST_TMP/mgr.json"
+code=$(mgr "$(daily_token "$MKEY" -3)" "/api/commands/$A" "$(mcp_cmd tools/list '{}')")
+check "an invalid daily token is refused with 401 ($code)" test "$code" = 401
+
+echo "# b. a device that never answers"
+device s 0c --idle --mcp-silent
+S=${DEV_ID[s]}
+check "its discovery times out" \
+    wait_for_line "$GW_LOG" "dev=$S mcp.*initialize failed" 15
+r=$(sdk --url "$BASE/mcp/devices/$S" --no-list --call self.get_device_status)
+check "an SDK call times out with -32001" jq_is "$r" '.calls[0].error.code' -32001
+check "after mcp.call_timeout_ms ($(jq .calls[0].ms <<<"$r") ms)" \
+    jq -e ".calls[0].ms >= $SHORT_MS - 100 and .calls[0].ms < $SHORT_MS + 3000" <<<"$r"
+code=$(mgr "$tok" "/api/commands/$S" \
+    "$(mcp_cmd tools/call '{"name":"self.get_device_status","arguments":{}}')")
+check "POST /api/commands answers 500 on the timeout ($code)" test "$code" = 500
+check "with success false and an error" \
+    jq -e '.success == false and (.error | type == "string" and length > 0)' \
+    "$GW_TEST_TMP/mgr.json"
+check "the gateway stays healthy" curl -fsS -o /dev/null --max-time 5 "$BASE/healthz"
+r=$(sdk --url "$BASE/mcp/devices/$A" --no-list --call 'self.sim.echo:{"text":"still"}')
+check "and other devices still answer" jq -e '.calls[0].text == "still"' <<<"$r"
+
+echo "# c. a device that goes offline in the middle of a call"
+device d 0d --idle --mcp-echo-tool --mcp-call-delay-ms 60000
+check "device d's tools are read" discovered d
+D=${DEV_ID[d]}
+sdk --url "$BASE/mcp/devices/$D" --no-list \
+    --call 'self.sim.echo:{"text":"never"}' >"$GW_TEST_TMP/c.json" &
+cpid=$!
+check "the slow call reaches device d" \
+    wait_for_line "$GW_TEST_TMP/d.out" 'tools/call queued' 10
+kill -KILL "${DEV_PID[d]}"
+wait "${DEV_PID[d]}" 2>/dev/null
+check "the SDK client returns" wait_for_exit "$cpid" 10
+r=$(tail -n 1 "$GW_TEST_TMP/c.json")
+check "with -32002 (device offline)" jq_is "$r" '.calls[0].error.code' -32002
+check "well before the timeout ($(jq .calls[0].ms <<<"$r") ms < $SHORT_MS)" \
+    jq -e ".calls[0].ms < $SHORT_MS" <<<"$r"
+
+echo "# d. the backend and an SDK client call one device at once"
+write_config "$LONG_MS"
+kill -HUP "$GW_PID"
+check "the gateway reloads with mcp.call_timeout_ms $LONG_MS" \
+    wait_for_line "$GW_LOG" "config.*reloaded" 5
+device v 0e --idle --mcp-echo-tool --mcp-extra-tools 100 \
+    --mcp-call-delay-ms 2500 --turns 0 --frames 20
+V=${DEV_ID[v]}
+check "device v's tools are read" discovered v
+# The SDK's ids start at 0 (initialize 0, this call 1); the backend's
+# tools/call ids start at 1: both calls wait with id 1 at once.
+sdk --url "$BASE/mcp/devices/$V" --no-list \
+    --call 'self.sim.echo:{"text":"from-sdk"}' >"$GW_TEST_TMP/d.json" &
+spid=$!
+check "the SDK's call reaches device v" \
+    wait_for_line "$GW_TEST_TMP/v.out" 'tools/call queued' 10
+kill -USR1 "${DEV_PID[v]}" # a button press: a voice session begins
+check "the backend sends its tools/call" \
+    wait_for_line "$BACKEND_EVENTS" '"ev":"mcp_tx".*"method":"tools/call"' 15
+check "while the SDK's call still waits" kill -0 "$spid"
+code=$(mgr "$tok" "/api/devices/status" "{\"clientIds\":[\"$V\"]}")
+check "device v in its voice session is alive for /api/devices/status" \
+    jq -e --arg v "$V" '.[$v] == {"isAlive":true,"exists":true}' \
+    "$GW_TEST_TMP/mgr.json"
+check "the SDK client returns" wait_for_exit "$spid" 15
+r=$(tail -n 1 "$GW_TEST_TMP/d.json")
+check "the SDK client gets its own answer" jq -e '.calls[0].text == "from-sdk"' <<<"$r"
+check "the backend gets its answer" \
+    wait_for_line "$BACKEND_EVENTS" '"ev":"mcp".*"matched":"tools/call"' 15
+ev=$(grep '"ev":"mcp"' "$BACKEND_EVENTS" | grep '"matched":"tools/call"' | tail -n 1)
+check "its own: the backend's text under the backend's id 1" \
+    jq -e '.payload.id == 1 and
+        .payload.result.content[0].text == "from-backend"' <<<"$ev"
+
+echo "# e. the backend's MCP client through the gateway"
+ev=$(grep '"ev":"mcp"' "$BACKEND_EVENTS" | grep '"matched":"initialize"' | tail -n 1)
+check "the backend's initialize is answered (id 1)" \
+    jq -e '.payload.id == 1 and .payload.result.protocolVersion != null' <<<"$ev"
+ev=$(grep '"ev":"mcp_tools"' "$BACKEND_EVENTS" | tail -n 1)
+check "its tools/list is answered from the cache in one page" jq_is "$ev" .pages 1
+check "with all 104 AI tools of device v" jq_is "$ev" .count 104
+check "and no user-only tool" \
+    jq -e '.names | (index("self.reboot") or index("self.get_system_info")) | not' <<<"$ev"
+vpages=$(pages_read v)
+r=$(end_device v)
+check "device v ends well" jq_is "$r" .ok true
+check "the backend's initialize reached device v with its vision capability" \
+    jq -e --arg u "$VISION_URL" '.mcp.vision and .mcp.vision_url == $u' <<<"$r"
+check "device v saw two initializes (the gateway's and the backend's)" \
+    jq_is "$r" .mcp.initializes 2
+check "it answered only the gateway's ${vpages:-?} tools/list pages" \
+    jq_is "$r" .mcp.lists "${vpages:-x}"
+check "and both calls" jq_is "$r" .mcp.calls 2
+
+echo "# h. list_changed on the /mcp GET stream"
+mcp_client --token "$TOKEN" --url "$BASE/mcp" --wait-list-changed 100 \
+    --wait-ms 60000 >"$GW_TEST_TMP/h.json" 2>"$GW_TEST_TMP/h.err" &
+hpid=$!
+check "the SDK client holds the GET stream" \
+    wait_for_line "$GW_TEST_TMP/h.err" '"event":"stream_open"' 10
+device c 0f --idle
+pc=$(prefix c)
+check "a device coming online is announced (list_changed)" \
+    wait_for_jq "$GW_TEST_TMP/h.err" \
+    ".event == \"list_changed\" and any(.tools[]?; startswith(\"$pc\"))" 15
+n0=$(jq -R 'fromjson? | select(.event == "list_changed") | .n' \
+    "$GW_TEST_TMP/h.err" | tail -n 1)
+r=$(end_device c)
+check "device c ends well" jq_is "$r" .ok true
+check "a device going offline is announced too" \
+    wait_for_jq "$GW_TEST_TMP/h.err" \
+    ".event == \"list_changed\" and .n > $n0 and
+     all(.tools[]?; startswith(\"$pc\") | not)" 15
+kill -TERM "$hpid" 2>/dev/null
+wait "$hpid" 2>/dev/null
+
+echo "# i. the HTTP surface, raw"
+node "$src/tests/mcp/http_checks.mjs" --base "$BASE" --token "$TOKEN" \
+    --manager-key "$MKEY" --device "$A" >"$GW_TEST_TMP/i.out" 2>&1
+rc=$?
+while IFS= read -r line; do
+    case $line in
+    "ok - "*) ok "http: ${line#ok - }" ;;
+    "not ok - "*) not_ok "http: ${line#not ok - }" ;;
+    esac
+done <"$GW_TEST_TMP/i.out"
+check "http_checks.mjs ran every check and passed (exit $rc)" test "$rc" -eq 0
+
+echo "# the end: devices' own counts, a clean stop"
+r=$(end_device s)
+check "the silent device was told of each expired request (notifications/cancelled: $(jq .mcp.cancelled <<<"$r"))" \
+    jq -e '.mcp.cancelled >= 2' <<<"$r"
+r=$(end_device b)
+check "device b answered its pages and ends well" \
+    jq -e '.ok and .mcp.lists >= 3' <<<"$r"
+r=$(end_device a)
+check "device a ends well, without a conversation" \
+    jq -e '.ok and .sessions == 0 and .mcp.calls >= 6' <<<"$r"
+stats=$(gateway_stats)
+echo "# $stats"
+stop_pid "$GW_PID"
+check "the gateway exits 0 after SIGTERM" test "${EXIT_CODE:-1}" -eq 0
+check "the gateway logged no error" \
+    bash -c "! grep -E ' error |ERROR|AddressSanitizer|runtime error' '$GW_LOG'"
+finish
