@@ -21,9 +21,9 @@
 
 #include "gateway/backend_ws_int.h"
 #include "gateway/log.h"
+#include "gateway/lws_uv.h"
 
 #define SHUTDOWN_GRACE_MS 1000 /* for open connections to close cleanly */
-#define DESTROY_WAIT_MS   5000 /* for lws's own handles to close */
 #define TICK_MS           1
 
 static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
@@ -34,25 +34,6 @@ const struct lws_protocols gw_backend_protocols[] = {
     {PROTOCOL_NAME, on_lws, 0, RX_CHUNK, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
-
-/*
- * lws's warnings and errors go to our log as warnings (its "errors" are
- * mostly one peer's trouble, e.g. a certificate that does not verify);
- * its chatter stays off.
- */
-static void lws_log_line(int level, const char *line)
-{
-    char buf[256];
-    size_t n = strnlen(line, sizeof(buf) - 1);
-
-    memcpy(buf, line, n);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) {
-        n--;
-    }
-    buf[n] = '\0';
-    (void)level;
-    gw_log(GW_LOG_WARN, "lws", "%s", buf);
-}
 
 void gw_backend_set_reason(struct gw_backend_conn *conn, const char *fmt, ...)
 {
@@ -314,7 +295,6 @@ int gw_backend_ws_init(uv_loop_t *loop, const char *ca_file,
                        struct gw_backend_ws **out)
 {
     struct lws_context_creation_info info;
-    void *loops[1] = {loop};
     struct gw_backend_ws *bws;
 
     if (loop == NULL || out == NULL) {
@@ -324,27 +304,17 @@ int gw_backend_ws_init(uv_loop_t *loop, const char *ca_file,
     if (bws == NULL) {
         return GW_ENOMEM;
     }
-    lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_line);
     memset(&info, 0, sizeof(info));
-    info.options =
-        LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-    info.foreign_loops = loops;
+    info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.protocols = gw_backend_protocols;
-    info.gid = -1;
-    info.uid = -1;
     info.client_ssl_ca_filepath =
         ca_file != NULL && ca_file[0] != '\0' ? ca_file : default_ca_file();
     info.timeout_secs = LWS_STAGE_TIMEOUT_S;
     info.connect_timeout_secs = LWS_STAGE_TIMEOUT_S;
-    info.pcontext = &bws->ctx;
     info.user = bws; /* on_lws finds bws through the context */
     /* No info.extensions: permessage-deflate is never offered. */
-    bws->ctx = lws_create_context(&info);
-    if (bws->ctx == NULL) {
-        gw_log(GW_LOG_ERROR, "backend",
-               "cannot create the WebSocket context (is the libuv event "
-               "library of libwebsockets installed?)");
+    if (gw_lws_uv_create(loop, &info, "backend", "WebSocket", &bws->ctx) != 0) {
         free(bws);
         return GW_ECONFIG;
     }
@@ -354,24 +324,6 @@ int gw_backend_ws_init(uv_loop_t *loop, const char *ca_file,
     bws->timer.data = bws;
     *out = bws;
     return 0;
-}
-
-static void find_tagged(uv_handle_t *handle, void *arg)
-{
-    void **tag = arg;
-
-    if (handle->data == *tag) {
-        *tag = NULL;
-    }
-}
-
-/* Whether any of lws's own uv handles (timer, idle) is still open. */
-static bool lws_handles_left(struct gw_backend_ws *bws)
-{
-    void *tag = bws->ctx_tag;
-
-    uv_walk(bws->loop, find_tagged, &tag);
-    return tag == NULL;
 }
 
 static void on_bws_closed(uv_handle_t *handle)
@@ -408,21 +360,13 @@ static void on_shutdown_tick(uv_timer_t *timer)
             return; /* their close callbacks come next */
         }
         bws->phase = BWS_DESTROYING;
-        bws->deadline_ms = uv_now(bws->loop) + DESTROY_WAIT_MS;
-        lws_context_destroy(bws->ctx);
+        bws->deadline_ms = gw_lws_uv_destroy_start(bws->loop, bws->ctx);
         return;
     }
-    if (bws->phase != BWS_DESTROYING) {
+    if (bws->phase != BWS_DESTROYING ||
+        !gw_lws_uv_destroy_finish(bws->loop, &bws->ctx, bws->ctx_tag,
+                                  bws->deadline_ms, "backend", "WebSocket")) {
         return;
-    }
-    if (lws_handles_left(bws)) {
-        if (uv_now(bws->loop) < bws->deadline_ms) {
-            return;
-        }
-        gw_log(GW_LOG_ERROR, "backend",
-               "WebSocket context did not finish closing; leaking it");
-    } else if (bws->ctx != NULL) {
-        lws_context_destroy(bws->ctx);
     }
     bws->phase = BWS_CLOSED;
     uv_timer_stop(timer);

@@ -25,14 +25,14 @@
 
 #include "gateway/http_server_int.h"
 #include "gateway/log.h"
+#include "gateway/lws_uv.h"
 
 #define SUBJECT         "http"
 #define HEADER_DATA     8192 /* request headers lws keeps */
 #define ACCEPT_BATCH    32
-#define ACCEPT_PAUSE_MS 100  /* after running out of descriptors */
-#define KEEPALIVE_S     60   /* idle keep-alive connections */
-#define BODY_TIMEOUT_S  30   /* between two pieces of a body */
-#define DESTROY_WAIT_MS 5000 /* for lws's own handles to close */
+#define ACCEPT_PAUSE_MS 100 /* after running out of descriptors */
+#define KEEPALIVE_S     60  /* idle keep-alive connections */
+#define BODY_TIMEOUT_S  30  /* between two pieces of a body */
 #define TICK_MS         1
 
 static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
@@ -42,21 +42,6 @@ static const struct lws_protocols protocols[] = {
     {"gw-http", on_lws, 0, 0, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
-
-/* lws's warnings and errors go to our log (see backend_ws.c). */
-static void lws_log_line(int level, const char *line)
-{
-    char buf[256];
-    size_t n = strnlen(line, sizeof(buf) - 1);
-
-    memcpy(buf, line, n);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) {
-        n--;
-    }
-    buf[n] = '\0';
-    (void)level;
-    gw_log(GW_LOG_WARN, "lws", "%s", buf);
-}
 
 /* ---- the connection's socket while a request is open ---- */
 
@@ -547,28 +532,19 @@ static int listen_on(struct gw_http_server *srv, const char *host, int port)
 static int create_context(struct gw_http_server *srv)
 {
     struct lws_context_creation_info info;
-    void *loops[1] = {srv->loop};
+    int rc;
 
-    lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_line);
     memset(&info, 0, sizeof(info));
-    info.options = LWS_SERVER_OPTION_LIBUV;
-    info.foreign_loops = loops;
     info.port = CONTEXT_PORT_NO_LISTEN_SERVER; /* we accept, lws adopts */
     info.vhost_name = "gw-http";
     info.protocols = protocols;
-    info.gid = -1;
-    info.uid = -1;
     info.timeout_secs = BODY_TIMEOUT_S;
     info.keepalive_timeout = KEEPALIVE_S;
     info.max_http_header_data = HEADER_DATA;
-    info.pcontext = &srv->ctx;
     info.user = srv; /* on_lws finds srv through the context */
-    srv->ctx = lws_create_context(&info);
-    if (srv->ctx == NULL) {
-        gw_log(GW_LOG_ERROR, SUBJECT,
-               "cannot create the HTTP context (is the libuv event "
-               "library of libwebsockets installed?)");
-        return GW_ECONFIG;
+    rc = gw_lws_uv_create(srv->loop, &info, SUBJECT, "HTTP", &srv->ctx);
+    if (rc != 0) {
+        return rc;
     }
     srv->ctx_tag = srv->ctx;
     srv->vh = lws_get_vhost_by_name(srv->ctx, "gw-http");
@@ -656,24 +632,6 @@ static void on_handle_closed(uv_handle_t *handle)
     handle_done(srv);
 }
 
-static void find_tagged(uv_handle_t *handle, void *arg)
-{
-    void **tag = arg;
-
-    if (handle->data == *tag) {
-        *tag = NULL;
-    }
-}
-
-/* Whether any of lws's own uv handles (timer, idle) is still open. */
-static bool lws_handles_left(struct gw_http_server *srv)
-{
-    void *tag = srv->ctx_tag;
-
-    uv_walk(srv->loop, find_tagged, &tag);
-    return tag == NULL;
-}
-
 /* Every request ends; those owed an answer or an end get on_gone. */
 static void drop_all(struct gw_http_server *srv)
 {
@@ -698,21 +656,13 @@ static void on_shutdown_tick(uv_timer_t *timer)
     if (srv->phase == SRV_DRAINING) {
         drop_all(srv);
         srv->phase = SRV_DESTROYING;
-        srv->deadline_ms = uv_now(srv->loop) + DESTROY_WAIT_MS;
-        lws_context_destroy(srv->ctx);
+        srv->deadline_ms = gw_lws_uv_destroy_start(srv->loop, srv->ctx);
         return;
     }
-    if (srv->phase != SRV_DESTROYING) {
+    if (srv->phase != SRV_DESTROYING ||
+        !gw_lws_uv_destroy_finish(srv->loop, &srv->ctx, srv->ctx_tag,
+                                  srv->deadline_ms, SUBJECT, "HTTP")) {
         return;
-    }
-    if (lws_handles_left(srv)) {
-        if (uv_now(srv->loop) < srv->deadline_ms) {
-            return;
-        }
-        gw_log(GW_LOG_ERROR, SUBJECT,
-               "HTTP context did not finish closing; leaking it");
-    } else if (srv->ctx != NULL) {
-        lws_context_destroy(srv->ctx);
     }
     srv->phase = SRV_CLOSED;
     uv_timer_stop(timer);
