@@ -38,6 +38,18 @@ check() {
     if "$@"; then ok "$what"; else not_ok "$what"; fi
 }
 
+# device_ok WHAT RESULT: checks that a simulated device's JSON result line
+# says ok, and prints its reason when it does not.
+device_ok() {
+    if jq_is "$2" .ok true; then
+        ok "$1"
+    else
+        not_ok "$1"
+        echo "#   device: $(jq -r '.reason // "no result"' <<<"$2" 2>/dev/null ||
+            echo "no result")"
+    fi
+}
+
 # wait_for_line FILE REGEX [SECONDS]: true once FILE has a matching line.
 wait_for_line() {
     local file=$1 re=$2 limit=${3:-10}

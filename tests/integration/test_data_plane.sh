@@ -72,7 +72,7 @@ backend_event() {
 echo "# 1. a whole conversation, audio bit-exact both ways"
 new_id GID_test
 r=$(device "$ID" --turns 1 --fast)
-check "the device completes a conversation" jq_is "$r" .ok true
+device_ok "the device completes a conversation" "$r"
 sid=$(jq -r .session_id <<<"$r")
 close=$(backend_event "$normal_events" "$sid" close)
 tts=$(backend_event "$normal_events" "$sid" tts)
@@ -90,7 +90,7 @@ check "the close came from the gateway" jq_is "$close" .by peer
 echo "# 3. a backend close gives the device a goodbye with its session id"
 new_id GID_close
 r=$(device "$ID" --turns 1 --fast --end server)
-check "the device ends on the server's goodbye" jq_is "$r" .ok true
+device_ok "the device ends on the server's goodbye" "$r"
 check "the goodbye carried the current session id" \
     jq_is "$r" .goodbye_received true
 
@@ -107,7 +107,7 @@ echo "# 5. replayed and forged datagrams"
 new_id GID_test
 r=$(device "$ID" --turns 1 --fast --frames 12 \
     --replay-every 3 --forge-every 4)
-check "the conversation still succeeds" jq_is "$r" .ok true
+device_ok "the conversation still succeeds" "$r"
 sid=$(jq -r .session_id <<<"$r")
 close=$(backend_event "$normal_events" "$sid" close)
 check "the backend got each uplink packet exactly once" \
@@ -149,7 +149,7 @@ done
 check "the gateway is still running" kill -0 "$GW_PID"
 new_id GID_test
 r=$(device "$ID" --turns 1 --fast)
-check "and other devices are not affected" jq_is "$r" .ok true
+device_ok "and other devices are not affected" "$r"
 
 echo "# 7. a second hello replaces the session cleanly"
 dup=GID_test@@@02_00_00_00_ff_02@@@dup
@@ -207,7 +207,7 @@ check "the gateway reconnects" \
     wait_for_line "$GW_LOG" 'broker link up.*' 10
 wait "$dev"
 r=$(tail -n 1 "$GW_TEST_TMP/long.json")
-check "the conversation completes across the restart" jq_is "$r" .ok true
+device_ok "the conversation completes across the restart" "$r"
 check "all its uplink audio reached the backend" \
     jq_is "$(backend_event "$long_events" "$(jq -r .session_id <<<"$r")" turn)" \
     .frames 50

@@ -276,7 +276,7 @@ check "and no user-only tool" \
     jq -e '.names | (index("self.reboot") or index("self.get_system_info")) | not' <<<"$ev"
 vpages=$(pages_read v)
 r=$(end_device v)
-check "device v ends well" jq_is "$r" .ok true
+device_ok "device v ends well" "$r"
 check "the backend's initialize reached device v with its vision capability" \
     jq -e --arg u "$VISION_URL" '.mcp.vision and .mcp.vision_url == $u' <<<"$r"
 check "device v saw two initializes (the gateway's and the backend's)" \
@@ -299,7 +299,7 @@ check "a device coming online is announced (list_changed)" \
 n0=$(jq -R 'fromjson? | select(.event == "list_changed") | .n' \
     "$GW_TEST_TMP/h.err" | tail -n 1)
 r=$(end_device c)
-check "device c ends well" jq_is "$r" .ok true
+device_ok "device c ends well" "$r"
 check "a device going offline is announced too" \
     wait_for_jq "$GW_TEST_TMP/h.err" \
     ".event == \"list_changed\" and .n > $n0 and

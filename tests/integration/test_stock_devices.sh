@@ -50,7 +50,7 @@ connect_event() {
 echo "# 1. a stock device: a whole conversation through the plugin"
 new_id
 r=$(device "$ID" --turns 2 --fast)
-check "the stock device completes two turns" jq_is "$r" .ok true
+device_ok "the stock device completes two turns" "$r"
 check "one server hello" jq_is "$r" .hellos 1
 check "downlink audio played" jq -e '.downlink.played > 0' <<<"$r"
 ev=$(connect_event "$ID")
@@ -60,7 +60,7 @@ check "the backend hears the device's address (x-forwarded-for)" \
 echo "# 2. a subscribing device gets every message exactly once"
 new_id
 r=$(device "$ID" --turns 2 --fast --subscribing)
-check "the subscribing device completes two turns" jq_is "$r" .ok true
+device_ok "the subscribing device completes two turns" "$r"
 check "one server hello, no duplicate" \
     jq -e '.hellos == 1 and .hello_duplicate == 0' <<<"$r"
 check "one stt, one tts start and one tts stop per turn" \
