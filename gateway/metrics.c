@@ -165,6 +165,26 @@ static void sessions_part(struct out *o, const struct gw_instance *inst)
            st->presence_offline);
 }
 
+/* A histogram from per-bucket counts (n bounds, then the rest), in
+ * seconds: bounds and sum are given in units of 1/scale s. */
+static void histogram(struct out *o, const char *name, const char *help,
+                      const unsigned *bounds, const uint64_t *le, int n,
+                      uint64_t sum, double scale)
+{
+    uint64_t cum = 0;
+
+    family(o, name, "histogram", help);
+    for (int i = 0; i < n; i++) {
+        cum += le[i];
+        put(o, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i] / scale,
+            (unsigned long long)cum);
+    }
+    cum += le[n];
+    put(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+    put(o, "%s_sum %.6f\n", name, (double)sum / scale);
+    put(o, "%s_count %llu\n", name, (unsigned long long)cum);
+}
+
 static void transport_part(struct out *o, const struct gw_instance *inst)
 {
     if (inst->udp != NULL) {
@@ -180,6 +200,11 @@ static void transport_part(struct out *o, const struct gw_instance *inst)
             sample(o, "hybridgw_udp_drops_total", "reason",
                    gw_udp_drop_name((enum gw_udp_drop)i), us.drops[i]);
         }
+        histogram(o, "hybridgw_udp_relay_seconds",
+                  "Time from the kernel's receipt of a device datagram to "
+                  "its hand-off to the backend socket.",
+                  gw_udp_relay_bounds_us, us.relay_le, GW_UDP_RELAY_BUCKETS,
+                  us.relay_sum_us, 1e6);
     }
     if (inst->bws != NULL) {
         struct gw_backend_ws_stats bs;
@@ -233,20 +258,10 @@ static void latency_part(struct out *o, const struct gw_mcp_stats *st)
 {
     static const unsigned bounds[GW_MCP_LATENCY_BUCKETS] =
         GW_MCP_LATENCY_BOUNDS;
-    const char *name = "hybridgw_mcp_request_duration_seconds";
-    uint64_t cum = 0;
 
-    family(o, name, "histogram",
-           "Time from a request to the device until its end.");
-    for (int i = 0; i < GW_MCP_LATENCY_BUCKETS; i++) {
-        cum += st->latency_le[i];
-        put(o, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i] / 1000.0,
-            (unsigned long long)cum);
-    }
-    cum += st->latency_le[GW_MCP_LATENCY_BUCKETS];
-    put(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
-    put(o, "%s_sum %.3f\n", name, (double)st->latency_sum_ms / 1000.0);
-    put(o, "%s_count %llu\n", name, (unsigned long long)cum);
+    histogram(o, "hybridgw_mcp_request_duration_seconds",
+              "Time from a request to the device until its end.", bounds,
+              st->latency_le, GW_MCP_LATENCY_BUCKETS, st->latency_sum_ms, 1e3);
 }
 
 static void mcp_part(struct out *o, const struct gw_instance *inst)

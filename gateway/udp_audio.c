@@ -232,7 +232,7 @@ int gw_udp_audio_init(uv_loop_t *loop, const struct gw_udp_audio_options *opts,
                                            : GW_UDP_PREBUFFER_MS) *
         SAMPLES_PER_MS;
     ua->hold_samples = (uint64_t)GW_UDP_HOLD_MS * SAMPLES_PER_MS;
-    err = uv_udp_init_ex(loop, &ua->sock, addr.sa.sa_family | UV_UDP_RECVMMSG);
+    err = uv_udp_init_ex(loop, &ua->sock, addr.sa.sa_family);
     if (err < 0) {
         free(ua);
         return err;
@@ -274,7 +274,9 @@ void gw_udp_audio_close(struct gw_udp_audio *ua, gw_udp_close_cb cb, void *arg)
     }
     gw_ssrc_table_free(&ua->peers);
     ua->pace_head = NULL;
-    uv_udp_recv_stop(&ua->sock);
+    if (ua->rx_poll_open) { /* before the socket, whose fd it watches */
+        uv_close((uv_handle_t *)&ua->rx_poll, on_handle_closed);
+    }
     uv_timer_stop(&ua->pace_timer);
     uv_timer_stop(&ua->rx_timer);
     uv_close((uv_handle_t *)&ua->sock, on_handle_closed);

@@ -54,6 +54,14 @@ enum gw_udp_drop {
     GW_UDP_DROP_COUNT_
 };
 
+/*
+ * Upper bounds (microseconds) of the relay delay histogram: from the
+ * kernel's receipt of a device datagram to its hand-off to the session
+ * (and so to the backend's socket). The last bucket holds the rest.
+ */
+#define GW_UDP_RELAY_BUCKETS 14
+extern const uint32_t gw_udp_relay_bounds_us[GW_UDP_RELAY_BUCKETS];
+
 struct gw_udp_audio_stats {
     uint64_t rx_packets;    /* datagrams read */
     uint64_t rx_audio;      /* handed to a session */
@@ -61,6 +69,10 @@ struct gw_udp_audio_stats {
     uint64_t tx_flushed;    /* queued downlink discarded by a flush */
     uint64_t address_moves; /* sessions whose device address moved */
     uint64_t drops[GW_UDP_DROP_COUNT_]; /* by enum gw_udp_drop */
+    /* The relay delay of accepted datagrams, when the kernel stamps them
+     * (SO_TIMESTAMPNS): counts per bucket, not cumulative, and the sum. */
+    uint64_t relay_le[GW_UDP_RELAY_BUCKETS + 1];
+    uint64_t relay_sum_us;
 };
 
 /* Metric label of a reason ("replay", "no_address"...); never NULL. */

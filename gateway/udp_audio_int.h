@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <uv.h>
 
@@ -17,14 +18,14 @@
 #include "gateway/udp_audio.h"
 
 /*
- * libuv 1.44 cuts the receive buffer into 64 KiB slots, one datagram per
- * slot, and asks recvmmsg for at most 20 datagrams per call (src/unix/
- * udp.c: UV__UDP_DGRAM_MAXSIZE, UV__MMSG_MAXWIDTH). A smaller buffer would
- * give zero slots and read nothing, so the buffer is 20 whole slots: one
- * per instance, reused for every batch.
+ * The uplink reads with its own recvmmsg (libuv's gives no ancillary
+ * data, and the kernel's receive time is what the relay delay is measured
+ * from): RX_BATCH datagrams a call, each in a slot larger than any valid
+ * datagram, so a longer one shows as truncated.
  */
-#define RX_SLOT  (64 * 1024)
-#define RX_SLOTS 20
+#define RX_BATCH 64
+#define RX_SLOT  2048
+#define RX_CTL   64 /* ancillary data of one datagram: its timestamp */
 
 #define SAMPLES_PER_MS 48 /* Opus durations are counted at 48 kHz */
 
@@ -41,11 +42,13 @@ struct record {
 struct gw_udp_audio {
     uv_loop_t *loop;
     uv_udp_t sock;                 /* the advertised socket, both directions */
+    uv_poll_t rx_poll;             /* readable events of the same socket */
     uv_timer_t pace_timer;         /* runs while pace_head is not NULL */
     uv_timer_t rx_timer;           /* ends a pause in reading */
     int handles_open;              /* closes still to come */
-    unsigned rx_batch;             /* datagrams of the current recvmmsg */
     unsigned rx_cycle;             /* datagrams since the last pause */
+    bool rx_poll_open;             /* rx_poll was initialised */
+    bool rx_stamped;               /* the kernel timestamps each datagram */
     bool closing;                  /* gw_udp_audio_close() was called */
     gw_udp_close_cb close_cb;      /* called once all handles closed */
     void *close_arg;               /* for close_cb */
@@ -60,7 +63,11 @@ struct gw_udp_audio {
     uint64_t log_window_ms;   /* start of the current rate-limit second */
     unsigned log_budget;      /* debug lines left in it */
     uint8_t tx[MAX_DATAGRAM]; /* downlink sent without queueing */
-    _Alignas(16) uint8_t rx[RX_SLOTS * RX_SLOT]; /* one batch of uplink */
+    struct mmsghdr rx_msgs[RX_BATCH]; /* one batch of uplink ... */
+    struct iovec rx_iov[RX_BATCH];
+    union gw_udp_addr rx_from[RX_BATCH];
+    _Alignas(struct cmsghdr) uint8_t rx_ctl[RX_BATCH][RX_CTL];
+    _Alignas(16) uint8_t rx[RX_BATCH][RX_SLOT]; /* ... and its datagrams */
 };
 
 /* Counts a drop and logs it, rate-limited, at debug level (udp_uplink.c). */

@@ -4,8 +4,10 @@
  * the replay and address rules of PROTOCOL.md section 4.
  */
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "codec/opus_packet.h"
 #include "codec/udp_header.h"
@@ -16,12 +18,20 @@
  * Reading pauses RX_PAUSE_MS once the socket is drained, so that packets
  * arriving one by one (1000 devices send 16 a millisecond, evenly spread)
  * are read in batches: a wakeup and two recvmmsg calls per packet cost
- * more than everything else done for it. Voice frames are 60 ms: 2 ms of
- * delay is not heard. After a cycle of RX_BUSY datagrams or more, reading
- * goes on without a pause, which bounds what queues in the socket buffer.
+ * more than everything else done for it. Voice frames are 60 ms, and the
+ * pause adds at most its own length to a packet's relay delay, which the
+ * relay histogram shows. After a cycle of RX_BUSY datagrams or more,
+ * reading goes on without a pause, which bounds what queues in the socket
+ * buffer; one callback reads at most RX_ROUNDS batches, so a flood cannot
+ * keep the loop from its other sockets.
  */
-#define RX_PAUSE_MS 2
+#define RX_PAUSE_MS 1
 #define RX_BUSY     64
+#define RX_ROUNDS   8
+
+const uint32_t gw_udp_relay_bounds_us[GW_UDP_RELAY_BUCKETS] = {
+    50,   100,  250,  500,   750,   1000,  1500,
+    2000, 3000, 5000, 10000, 25000, 50000, 100000};
 
 /* Rate limit of the per-packet debug lines: a burst per second. */
 #define LOG_BURST 10
@@ -250,7 +260,7 @@ static void accept_packet(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
  * the Opus check, and last the address rule.
  */
 static void handle_datagram(struct gw_udp_audio *ua, uint8_t *buf, size_t len,
-                            const struct sockaddr *from, unsigned flags)
+                            const struct sockaddr *from, bool truncated)
 {
     struct gw_udp_header h;
     struct gw_udp_peer *peer;
@@ -260,7 +270,7 @@ static void handle_datagram(struct gw_udp_audio *ua, uint8_t *buf, size_t len,
     int err;
 
     ua->stats.rx_packets++;
-    if (flags & UV_UDP_PARTIAL) {
+    if (truncated) {
         gw_udp_note_drop(ua, GW_UDP_DROP_TOOBIG, from);
         return;
     }
@@ -313,18 +323,9 @@ static void handle_datagram(struct gw_udp_audio *ua, uint8_t *buf, size_t len,
     accept_packet(ua, peer, &h, opus, now);
 }
 
-static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
-{
-    struct gw_udp_audio *ua = handle->data;
+/* ---- reading ---- */
 
-    (void)suggested;
-    /* Reused for every batch: libuv hands all of it out before asking
-     * again, and this module keeps no pointer into it. */
-    *buf = uv_buf_init((char *)ua->rx, (unsigned)sizeof(ua->rx));
-}
-
-static void on_recv(uv_udp_t *handle, ssize_t nread, const uv_buf_t *buf,
-                    const struct sockaddr *addr, unsigned flags);
+static void on_readable(uv_poll_t *poll, int status, int events);
 
 static void on_rx_timer(uv_timer_t *timer)
 {
@@ -332,7 +333,7 @@ static void on_rx_timer(uv_timer_t *timer)
 
     if (!ua->closing) {
         ua->rx_cycle = 0;
-        (void)uv_udp_recv_start(&ua->sock, on_alloc, on_recv);
+        (void)uv_poll_start(&ua->rx_poll, UV_READABLE, on_readable);
     }
 }
 
@@ -343,44 +344,140 @@ static void pause_reading(struct gw_udp_audio *ua)
         ua->rx_cycle = 0;
         return;
     }
-    uv_udp_recv_stop(&ua->sock);
+    uv_poll_stop(&ua->rx_poll);
     uv_timer_start(&ua->rx_timer, on_rx_timer, RX_PAUSE_MS, 0);
 }
 
-/*
- * With UV_UDP_RECVMMSG each datagram comes as a UV_UDP_MMSG_CHUNK, then a
- * UV_UDP_MMSG_FREE call (addr NULL) returns the whole buffer; nread 0 with
- * addr NULL and no flag means the socket is drained. The buffer lives in
- * ua, so only chunks (or single datagrams without recvmmsg) need work. A
- * batch shorter than the buffer also means drained, which saves libuv's
- * extra recvmmsg that would only say so.
- */
-static void on_recv(uv_udp_t *handle, ssize_t nread, const uv_buf_t *buf,
-                    const struct sockaddr *addr, unsigned flags)
+static int64_t realtime_us(void)
 {
-    struct gw_udp_audio *ua = handle->data;
+    struct timespec ts;
 
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The kernel's receive time of a datagram (CLOCK_REALTIME), or -1. */
+static int64_t received_us(struct msghdr *msg)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL;
+         c = CMSG_NXTHDR(msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPNS &&
+            c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+            return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+        }
+    }
+    return -1;
+}
+
+static void note_relay(struct gw_udp_audio *ua, int64_t since_us)
+{
+    int64_t d = realtime_us() - since_us;
+    uint64_t us = d > 0 ? (uint64_t)d : 0; /* the clock may step back */
+    unsigned b = 0;
+
+    while (b < GW_UDP_RELAY_BUCKETS && us > gw_udp_relay_bounds_us[b]) {
+        b++;
+    }
+    ua->stats.relay_le[b]++;
+    ua->stats.relay_sum_us += us;
+}
+
+/* One recvmmsg; returns the datagrams read, 0 when drained, or < 0. */
+static int read_batch(struct gw_udp_audio *ua, int fd)
+{
+    int n;
+
+    for (unsigned i = 0; i < RX_BATCH; i++) {
+        struct msghdr *m = &ua->rx_msgs[i].msg_hdr;
+        m->msg_namelen = sizeof(ua->rx_from[i]);
+        m->msg_controllen = sizeof(ua->rx_ctl[i]);
+        m->msg_flags = 0;
+    }
+    do {
+        n = recvmmsg(fd, ua->rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+    }
+    for (int i = 0; i < n && !ua->closing; i++) {
+        struct msghdr *m = &ua->rx_msgs[i].msg_hdr;
+        uint64_t accepted = ua->stats.rx_audio;
+        ua->rx_cycle++;
+        handle_datagram(ua, ua->rx[i], ua->rx_msgs[i].msg_len,
+                        &ua->rx_from[i].sa, (m->msg_flags & MSG_TRUNC) != 0);
+        if (ua->rx_stamped && ua->stats.rx_audio != accepted) {
+            int64_t at = received_us(m);
+            if (at >= 0) {
+                note_relay(ua, at);
+            }
+        }
+    }
+    return n;
+}
+
+static void on_readable(uv_poll_t *poll, int status, int events)
+{
+    struct gw_udp_audio *ua = poll->data;
+    int fd = -1;
+
+    (void)events;
     if (ua->closing) {
         return;
     }
-    if (nread < 0) {
-        GW_LOG(GW_LOG_DEBUG, "udp", "receive failed: %s",
-               uv_strerror((int)nread));
+    if (status < 0 || uv_fileno((uv_handle_t *)&ua->sock, &fd) != 0) {
+        GW_LOG(GW_LOG_DEBUG, "udp", "poll failed: %s", uv_strerror(status));
         return;
     }
-    if (addr == NULL) {
-        if (!(flags & UV_UDP_MMSG_FREE) || ua->rx_batch < RX_SLOTS) {
-            pause_reading(ua);
+    for (int round = 0; round < RX_ROUNDS; round++) {
+        int n = read_batch(ua, fd);
+        if (n < 0) {
+            /* An ICMP error queued on the socket, most likely: it is
+             * consumed by the failed call, and reading goes on. */
+            GW_LOG(GW_LOG_DEBUG, "udp", "receive failed: %s", strerror(-n));
+            return;
         }
-        ua->rx_batch = 0;
-        return;
+        if (ua->closing) {
+            return;
+        }
+        if (n < RX_BATCH) {
+            pause_reading(ua);
+            return;
+        }
     }
-    ua->rx_batch++;
-    ua->rx_cycle++;
-    handle_datagram(ua, (uint8_t *)buf->base, (size_t)nread, addr, flags);
 }
 
 int gw_udp_uplink_start(struct gw_udp_audio *ua)
 {
-    return uv_udp_recv_start(&ua->sock, on_alloc, on_recv);
+    int fd = -1, on = 1, err;
+
+    err = uv_fileno((uv_handle_t *)&ua->sock, &fd);
+    if (err < 0) {
+        return err;
+    }
+    for (unsigned i = 0; i < RX_BATCH; i++) {
+        ua->rx_iov[i].iov_base = ua->rx[i];
+        ua->rx_iov[i].iov_len = sizeof(ua->rx[i]);
+        ua->rx_msgs[i].msg_hdr = (struct msghdr){
+            .msg_name = &ua->rx_from[i],
+            .msg_iov = &ua->rx_iov[i],
+            .msg_iovlen = 1,
+            .msg_control = ua->rx_ctl[i],
+        };
+    }
+    /* Without timestamps the relay histogram stays empty; nothing else
+     * depends on them. */
+    ua->rx_stamped =
+        setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) == 0;
+    /* The uv_udp_t only ever sends with uv_udp_try_send, which never
+     * starts its watcher, so this poll is the socket's only one. */
+    err = uv_poll_init(ua->loop, &ua->rx_poll, fd);
+    if (err < 0) {
+        return err;
+    }
+    ua->rx_poll.data = ua;
+    ua->rx_poll_open = true;
+    ua->handles_open++;
+    return uv_poll_start(&ua->rx_poll, UV_READABLE, on_readable);
 }

@@ -337,9 +337,15 @@ static void test_metrics(void **state)
         r.body, "\nhybridgw_mcp_request_duration_seconds_bucket{le=\"30\"} "
                 "2\n"
                 "hybridgw_mcp_request_duration_seconds_bucket{le=\"+Inf\"} 3\n"
-                "hybridgw_mcp_request_duration_seconds_sum 40.010\n"
+                "hybridgw_mcp_request_duration_seconds_sum 40.010000\n"
                 "hybridgw_mcp_request_duration_seconds_count 3\n"));
     assert_non_null(strstr(r.body, "\nhybridgw_udp_drops_total{reason="));
+    assert_non_null(strstr(r.body, "\n# TYPE hybridgw_udp_relay_seconds "
+                                   "histogram\n"
+                                   "hybridgw_udp_relay_seconds_bucket{le="
+                                   "\"5e-05\"} 0\n"));
+    assert_non_null(strstr(r.body, "\nhybridgw_udp_relay_seconds_bucket{le="
+                                   "\"0.002\"} 0\n"));
     assert_non_null(strstr(r.body, "\nhybridgw_backend_connects_total 0\n"));
     assert_non_null(strstr(r.body, "\nhybridgw_mcp_server_streams 0\n"));
     assert_non_null(

@@ -390,6 +390,16 @@ static void assert_downlink_matches(const struct device *d, size_t first_pkt,
 
 /* ---- uplink ---- */
 
+static uint64_t relay_count(const struct gw_udp_audio_stats *s)
+{
+    uint64_t n = 0;
+
+    for (int i = 0; i <= GW_UDP_RELAY_BUCKETS; i++) {
+        n += s->relay_le[i];
+    }
+    return n;
+}
+
 static void test_uplink_bit_exact(void **state)
 {
     struct fixture *f = fixture_new(0);
@@ -413,6 +423,10 @@ static void test_uplink_bit_exact(void **state)
     for (k = 0; k < GW_UDP_DROP_COUNT_; k++) {
         assert_int_equal(s.drops[k], 0);
     }
+    /* Every accepted datagram has its relay delay, from the kernel's
+     * timestamp, and none took longer than the wait above. */
+    assert_int_equal(relay_count(&s), n);
+    assert_true(s.relay_sum_us <= n * WAIT_MS * 1000ull);
     assert_true(gw_udp_peer_has_address(&f->peer));
     assert_true(gw_udp_peer_idle_ms(&f->peer) < WAIT_MS);
     fixture_free(f);
@@ -534,13 +548,24 @@ static void test_malformed_counted(void **state)
                      gw_udp_drop_name(cases[i].reason));
         }
     }
+    /* Longer than any read slot: the kernel truncates it, and it counts
+     * as too big whatever its header says. */
+    static uint8_t huge[8192];
+    memcpy(huge, buf, GW_UDP_HEADER_LEN);
+    device_send_raw(f, &f->dev[0], huge, sizeof(huge));
+    assert_true(run_until(f, got_datagrams, n + 1, WAIT_MS));
+    expect[GW_UDP_DROP_TOOBIG]++;
+    s = stats(f);
+    assert_memory_equal(s.drops, expect, sizeof(expect));
     /* None of them moved the session: sequence 1 is still welcome, from
      * a device whose address nothing above could teach. */
     assert_false(gw_udp_peer_has_address(&f->peer));
     f->dev[0].tx_seq = 0;
     device_send(f, &f->dev[0], 0, 0);
     assert_true(run_until(f, got_uplink, 1, WAIT_MS));
-    assert_int_equal(stats(f).rx_audio, 1);
+    s = stats(f);
+    assert_int_equal(s.rx_audio, 1);
+    assert_int_equal(relay_count(&s), 1); /* refused ones have no delay */
     fixture_free(f);
 }
 
