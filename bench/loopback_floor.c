@@ -9,16 +9,22 @@
  * On loopback the sender of a TCP segment also pays for its delivery
  * (the receiving socket's processing and the wakeup of the reader run in
  * the sender's system call), so this floor is higher than on a real
- * network; bench/run.sh reports it beside the gateway's figure.
+ * network. bench/run.sh also runs it as it runs the gateway: the relay in
+ * the gateway's network namespace, sink and source in their own, reached
+ * over veth pairs; it reports the floor beside the gateway's figure.
  *
  *   loopback_floor [--conns N] [--rate PPS] [--seconds S] [--size BYTES]
- *                  [--pause-ms MS]
+ *                  [--pause-ms MS] [--relay-ip IP] [--sink-ip IP]
+ *                  [--sink-netns NAME] [--source-netns NAME]
  * prints one JSON line: {"conns":..,"packets":..,"us_per_packet":..,...}
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* recvmmsg */
 #endif
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -36,7 +42,11 @@
 #define BATCH    64
 #define WARMUP_S 1
 
-static int conns = 1000, rate = 16667, seconds = 10, size = 120, pause_ms = 2;
+static int conns = 1000, rate = 16667, seconds = 10, size = 120, pause_ms = 1;
+/* Where each part runs: the relay in the caller's network namespace, the
+ * sink and the source each in a named one (ip netns) when given. */
+static const char *relay_ip = "127.0.0.1", *sink_ip = "127.0.0.1";
+static const char *sink_ns, *source_ns;
 
 static void die(const char *what)
 {
@@ -61,12 +71,32 @@ static double cpu_s(void)
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
-static struct sockaddr_in loopback(uint16_t port)
+static struct sockaddr_in ipv4(const char *ip, uint16_t port)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons(port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+    if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
+        fprintf(stderr, "loopback_floor: bad address %s\n", ip);
+        exit(2);
+    }
     return a;
+}
+
+/* Moves the calling process into the named network namespace. */
+static void enter_netns(const char *name)
+{
+    char path[256];
+    int fd;
+
+    if (name == NULL) {
+        return;
+    }
+    snprintf(path, sizeof(path), "/run/netns/%s", name);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+        die(path);
+    }
+    close(fd);
 }
 
 static uint16_t bound_port(int fd)
@@ -80,10 +110,26 @@ static uint16_t bound_port(int fd)
     return ntohs(a.sin_port);
 }
 
-/* The backend's side: accept everything, read everything, until killed. */
-static void run_sink(int lfd)
+/* The backend's side: accept everything, read everything, until killed.
+ * Its port goes back to the relay through the pipe. */
+static void run_sink(int report)
 {
     static char buf[65536];
+    struct sockaddr_in at = ipv4(sink_ip, 0);
+    int lfd;
+
+    enter_netns(sink_ns);
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&at, sizeof(at)) != 0 ||
+        listen(lfd, 4096) != 0) {
+        die("sink socket");
+    }
+    uint16_t port = bound_port(lfd);
+    if (write(report, &port, sizeof(port)) != (ssize_t)sizeof(port)) {
+        die("sink report");
+    }
+    close(report);
+
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd}, evs[256];
     int ep = epoll_create1(0);
 
@@ -112,10 +158,13 @@ static void run_sink(int lfd)
 /* The devices' side: datagrams evenly spread at the rate, until killed. */
 static void run_source(uint16_t port)
 {
-    struct sockaddr_in to = loopback(port);
+    struct sockaddr_in to = ipv4(relay_ip, port);
     char buf[1500];
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    int fd;
     double interval = 1.0 / rate, next = now_s();
+
+    enter_netns(source_ns);
+    fd = socket(AF_INET, SOCK_DGRAM, 0);
 
     memset(buf, 0x5a, sizeof(buf));
     if (fd < 0) {
@@ -141,7 +190,15 @@ static void parse(int argc, char **argv)
 {
     for (int i = 1; i + 1 < argc; i += 2) {
         int v = atoi(argv[i + 1]);
-        if (strcmp(argv[i], "--conns") == 0) {
+        if (strcmp(argv[i], "--relay-ip") == 0) {
+            relay_ip = argv[i + 1];
+        } else if (strcmp(argv[i], "--sink-ip") == 0) {
+            sink_ip = argv[i + 1];
+        } else if (strcmp(argv[i], "--sink-netns") == 0) {
+            sink_ns = argv[i + 1];
+        } else if (strcmp(argv[i], "--source-netns") == 0) {
+            source_ns = argv[i + 1];
+        } else if (strcmp(argv[i], "--conns") == 0) {
             conns = v;
         } else if (strcmp(argv[i], "--rate") == 0) {
             rate = v;
@@ -168,26 +225,30 @@ int main(int argc, char **argv)
     static char bufs[BATCH][1500];
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
-    struct sockaddr_in any = loopback(0);
-    int lfd, ufd, *tcp, one = 1;
+    int ufd, *tcp, one = 1, report[2];
+    uint16_t sink_port;
     pid_t sink, source;
 
     parse(argc, argv);
+    struct sockaddr_in any = ipv4(relay_ip, 0);
     signal(SIGPIPE, SIG_IGN);
-    lfd = socket(AF_INET, SOCK_STREAM, 0);
     ufd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-    if (lfd < 0 || ufd < 0 ||
-        bind(lfd, (struct sockaddr *)&any, sizeof(any)) != 0 ||
-        listen(lfd, 4096) != 0 ||
-        bind(ufd, (struct sockaddr *)&any, sizeof(any)) != 0) {
+    if (ufd < 0 || bind(ufd, (struct sockaddr *)&any, sizeof(any)) != 0 ||
+        pipe(report) != 0) {
         die("sockets");
     }
     sink = fork();
     if (sink == 0) {
-        run_sink(lfd);
+        close(report[0]);
+        run_sink(report[1]);
     }
-    struct sockaddr_in to = loopback(bound_port(lfd));
-    close(lfd);
+    close(report[1]);
+    if (read(report[0], &sink_port, sizeof(sink_port)) !=
+        (ssize_t)sizeof(sink_port)) {
+        die("sink port");
+    }
+    close(report[0]);
+    struct sockaddr_in to = ipv4(sink_ip, sink_port);
     tcp = calloc((size_t)conns, sizeof(*tcp));
     for (int i = 0; i < conns; i++) {
         tcp[i] = socket(AF_INET, SOCK_STREAM, 0);

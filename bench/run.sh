@@ -1,15 +1,27 @@
 #!/usr/bin/env bash
 # hybridgw benchmark: N devices streaming Opus both ways through the
-# gateway (real mosquitto, mock backend and load generator on 127.0.0.1).
-# Measures gateway CPU per relayed packet (from /proc), added latency
-# (device send -> backend receive, backend send -> device receive, from
-# both sides' packet logs), loss, and gateway RSS per session; writes
-# bench/REPORT.md.
+# gateway (real mosquitto, mock backend and load generator).
+# Measures gateway CPU per relayed packet (from /proc), the relay delay
+# inside the gateway (its own histogram, from the kernel's receive
+# timestamps), end-to-end latency (device send -> backend receive,
+# backend send -> device receive, from both sides' packet logs), loss,
+# and gateway RSS per session; writes bench/REPORT.md.
 #
 #   bench/run.sh [N ...]          default: 100 1000
 #   BENCH_SECONDS=40 bench/run.sh  streaming time per run (default 30)
-#   BENCH_PERF=/tmp/gw.perf         also profile the gateway over the steady
+#   BENCH_NET=loopback             everything on 127.0.0.1 (the default as
+#                                  root is three network namespaces, see
+#                                  below; loopback otherwise)
+#   BENCH_PERF=/tmp/gw.perf        also profile the gateway over the steady
 #                                  window (perf record -g; one file per N)
+#
+# Network namespaces (BENCH_NET=netns): the gateway and mosquitto share
+# one, the devices and the backend each have their own, joined to it by
+# veth pairs in the benchmark range 198.18.0.0/15. Each veth end receives
+# in its own NAPI kernel thread, so the work of delivering a packet to
+# its receiver is not charged to the sender, as with a real network card
+# and a real peer. On loopback the sender pays for the receiver's
+# protocol work and wakeup too, which inflates the gateway's figure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +30,13 @@ if ((${#counts[@]} == 0)); then
     counts=(100 1000)
 fi
 seconds=${BENCH_SECONDS:-30}
+net=${BENCH_NET:-}
+if [[ -z $net ]]; then
+    net=loopback
+    if ((EUID == 0)) && command -v ip >/dev/null; then
+        net=netns
+    fi
+fi
 
 scripts/setup.sh >/dev/null
 scripts/build.sh plain >/dev/null
@@ -29,6 +48,119 @@ rows=()
 
 . scripts/lib.sh
 tmp=$GW_TMP
+
+# Where each part runs and how the others reach it.
+in_gw=() in_dev=() in_be=()
+gw_ip=127.0.0.1 be_ip=127.0.0.1
+ns_names=(hbbench-gw hbbench-dev hbbench-be)
+
+netns_down() {
+    local ns
+    for ns in "${ns_names[@]}"; do
+        ip netns del "$ns" 2>/dev/null || true
+    done
+}
+
+# veth A-NS A-IF A-IP B-NS B-IF B-IP
+veth() {
+    ip link add "$2" netns "$1" type veth peer name "$5" netns "$4"
+    ip -n "$1" addr add "$3/30" dev "$2"
+    ip -n "$4" addr add "$6/30" dev "$5"
+    local ns dev
+    for ns_dev in "$1:$2" "$4:$5"; do
+        ns=${ns_dev%%:*} dev=${ns_dev#*:}
+        ip -n "$ns" link set "$dev" up
+        # GRO gives the end its NAPI; without TSO/GSO every TCP segment
+        # is eligible for it; threaded moves the NAPI into a kthread.
+        ip netns exec "$ns" ethtool -K "$dev" gro on tso off gso off \
+            >/dev/null
+        ip netns exec "$ns" sh -c "echo 1 >/sys/class/net/$dev/threaded"
+    done
+}
+
+netns_up() {
+    netns_down
+    local ns
+    for ns in "${ns_names[@]}"; do
+        ip netns add "$ns"
+        ip -n "$ns" link set lo up
+    done
+    veth hbbench-gw hbgw-dev 198.18.0.1 hbbench-dev hbdev 198.18.0.2
+    veth hbbench-gw hbgw-be 198.18.1.1 hbbench-be hbbe 198.18.1.2
+    in_gw=(ip netns exec hbbench-gw)
+    in_dev=(ip netns exec hbbench-dev)
+    in_be=(ip netns exec hbbench-be)
+    gw_ip=198.18.0.1 be_ip=198.18.1.2
+}
+
+if [[ $net == netns ]]; then
+    command -v ethtool >/dev/null || apt-get install -y ethtool >/dev/null
+    trap 'gw_cleanup; netns_down' EXIT
+    netns_up
+fi
+
+# Packets the veth pairs dropped so far (their ends' rx and tx drops).
+veth_drops() {
+    if [[ $net != netns ]]; then
+        echo 0
+        return
+    fi
+    local ns
+    for ns in hbbench-gw hbbench-dev hbbench-be; do
+        ip -n "$ns" -s -j link show | jq '[.[] | select(.ifname != "lo") |
+            .stats64.rx.dropped + .stats64.tx.dropped] | add // 0'
+    done | awk '{ t += $1 } END { print t + 0 }'
+}
+
+# UDP datagrams the gateway's side dropped on a full socket buffer.
+rcvbuf_errors() {
+    "${in_gw[@]}" awk '/^Udp:/ { if (h) { print $6; exit } h = 1 }' \
+        /proc/net/snmp
+}
+
+# CPU ticks of the NAPI threads that receive for the gateway's side.
+napi_ticks() {
+    local t=0 pid
+    for pid in $(pgrep '^napi/hbgw-' || true); do
+        t=$((t + $(cpu_ticks "$pid")))
+    done
+    echo "$t"
+}
+
+# relay_hist FILE: the gateway's relay delay histogram ("le count" lines,
+# cumulative) from /metrics.
+relay_hist() {
+    "${in_gw[@]}" curl -fsS -H 'Authorization: Bearer bench' \
+        "http://127.0.0.1:$hp/metrics" |
+        sed -nE 's/^hybridgw_udp_relay_seconds_bucket\{le="([^"]+)"\} ([0-9]+)$/\1 \2/p' \
+            >"$1"
+}
+
+# relay_percentiles BEFORE AFTER: "p50 p99 share<=2ms" of the window, in
+# ms, interpolated within buckets.
+relay_percentiles() {
+    paste "$1" "$2" | awk '{ le[NR] = $1; c[NR] = $4 - $2 } END {
+        n = c[NR]
+        if (n == 0) { print "- - -"; exit }
+        for (i = 1; i <= NR; i++) if (le[i] == "0.002") share = c[i] / n
+        split("0.5 0.99", qs, " ")
+        for (k = 1; k <= 2; k++) {
+            want = qs[k] * n; lo = 0; prev = 0
+            for (i = 1; i <= NR; i++) {
+                if (c[i] >= want && le[i] == "+Inf") {
+                    q[k] = sprintf(">%g", lo * 1000) # past the last bound
+                    break
+                }
+                if (c[i] >= want) {
+                    f = (c[i] > prev) ? (want - prev) / (c[i] - prev) : 1
+                    q[k] = sprintf("%.3f", (lo + (le[i] - lo) * f) * 1000)
+                    break
+                }
+                lo = le[i]; prev = c[i]
+            }
+        }
+        printf "%s %s %.2f\n", q[1], q[2], share * 100 }'
+}
 
 cpu_ticks() { # PID: utime + stime
     awk '{ print $14 + $15 }' "/proc/$1/stat"
@@ -63,16 +195,19 @@ percentiles() {
 run_one() {
     local n=$1 dir=$tmp/n$1
     mkdir -p "$dir"
-    local bp wp up
+    local bp wp up hp
     bp=$("$sim" free-port)
     wp=$("$sim" free-port)
     up=$("$sim" free-port --udp)
-    printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\nmax_queued_messages 10000\nlog_dest stderr\nlog_type information\n' \
-        "$bp" >"$dir/mosquitto.conf"
-    mosquitto -c "$dir/mosquitto.conf" 2>"$dir/mosquitto.log" &
+    hp=$("$sim" free-port)
+    printf 'listener %s %s\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\nmax_queued_messages 10000\nlog_dest stderr\nlog_type information\n' \
+        "$bp" "$([[ $net == netns ]] && echo 0.0.0.0 || echo 127.0.0.1)" \
+        >"$dir/mosquitto.conf"
+    "${in_gw[@]}" mosquitto -c "$dir/mosquitto.conf" 2>"$dir/mosquitto.log" &
     GW_PIDS+=($!)
     wait_for "$dir/mosquitto.log" "listen socket on port $bp"
-    "$sim" backend --listen "127.0.0.1:$wp" --events "$dir/backend.events" \
+    "${in_be[@]}" "$sim" backend --listen "$be_ip:$wp" \
+        --events "$dir/backend.events" \
         --turn-frames 20 --tts-frames 20 --no-decode --log-level warn \
         --latency-log "$dir/backend.csv" 2>"$dir/backend.log" &
     local be=$!
@@ -81,14 +216,14 @@ run_one() {
     cat >"$dir/gw.json" <<EOF
 { "instance": "bench",
   "mqtt": { "host": "127.0.0.1", "port": $bp },
-  "udp": { "bind": "127.0.0.1", "port": $up, "public_host": "127.0.0.1" },
+  "udp": { "bind": "$gw_ip", "port": $up, "public_host": "$gw_ip" },
   "backends": [ { "name": "mock",
-    "url": "ws://127.0.0.1:$wp/xiaozhi/v1/?from=mqtt_gateway" } ],
-  "http": { "port": 0 },
+    "url": "ws://$be_ip:$wp/xiaozhi/v1/?from=mqtt_gateway" } ],
+  "http": { "listen": "127.0.0.1", "port": $hp, "token": "bench" },
   "limits": { "max_sessions": 100000 },
   "log": { "level": "info" } }
 EOF
-    "$gw" -c "$dir/gw.json" 2>"$dir/gw.log" &
+    "${in_gw[@]}" "$gw" -c "$dir/gw.json" 2>"$dir/gw.log" &
     local g=$!
     GW_PIDS+=("$g")
     wait_for "$dir/gw.log" 'broker link up'
@@ -97,18 +232,24 @@ EOF
 
     local ramp=$((n > 200 ? 200 : n))
     local ramp_s=$(((n + ramp - 1) / ramp + 2))
-    "$sim" load --devices "$n" --ramp "$ramp" --duration "$seconds" \
-        --mode realtime --broker "127.0.0.1:$bp" --subscribing \
+    local vd0 rb0
+    vd0=$(veth_drops)
+    rb0=$(rcvbuf_errors)
+    "${in_dev[@]}" "$sim" load --devices "$n" --ramp "$ramp" \
+        --duration "$seconds" --mode realtime --broker "$gw_ip:$bp" \
+        --subscribing \
         --publish-topic 'devices/{client_id}/up' --no-decode \
         --stats-json "$dir/load.json" --packet-log "$dir/device.csv" \
         >"$dir/load.out" 2>&1 &
     local load=$!
     GW_PIDS+=("$load")
     sleep "$ramp_s"
-    local t0 c0 r0 t1 c1 r1 rss1
+    local t0 c0 r0 k0 t1 c1 r1 k1 rss1
     t0=$(date +%s.%N)
     c0=$(cpu_ticks "$g")
+    k0=$(napi_ticks)
     r0=$(relayed "$g" "$dir/gw.log")
+    relay_hist "$dir/relay0"
     if [[ -n ${BENCH_PERF:-} ]]; then
         perf record -F 1000 -g -p "$g" -o "$BENCH_PERF.$n" \
             -- sleep $((seconds - ramp_s - 2)) >/dev/null 2>&1
@@ -117,15 +258,24 @@ EOF
     fi
     t1=$(date +%s.%N)
     c1=$(cpu_ticks "$g")
+    k1=$(napi_ticks)
     r1=$(relayed "$g" "$dir/gw.log")
+    relay_hist "$dir/relay1"
     rss1=$(rss_kb "$g")
     wait "$load" || echo "bench: load exited $? (see $dir/load.out)" >&2
+    local vdrops rbdrops
+    vdrops=$(($(veth_drops) - vd0))
+    rbdrops=$(($(rcvbuf_errors) - rb0))
     kill -TERM "$g" "$be"
     wait "$g" "$be" 2>/dev/null || true
 
     local packets=$((r1 - r0))
-    local us_per_packet pps cpu_pct
+    local us_per_packet pps cpu_pct napi_us
     us_per_packet=$(echo "scale=3; ($c1 - $c0) * 1000000 / $hz / $packets" | bc)
+    napi_us=$(echo "scale=3; ($k1 - $k0) * 1000000 / $hz / $packets" | bc)
+    [[ $net == netns ]] || napi_us=-
+    local rl50 rl99 rlshare
+    read -r rl50 rl99 rlshare < <(relay_percentiles "$dir/relay0" "$dir/relay1")
     pps=$(echo "scale=0; $packets / ($t1 - $t0)" | bc)
     cpu_pct=$(echo "scale=1; ($c1 - $c0) * 100 / $hz / ($t1 - $t0)" | bc)
 
@@ -153,10 +303,16 @@ EOF
     # The same uplink rate through a relay that does nothing but read the
     # datagrams and write each to one of n TCP connections.
     local floor
-    floor=$("$floor_bin" --conns "$n" --rate $((n * 1000 / 60)) \
-        --seconds $((seconds < 12 ? seconds : 12)) | jq -r .us_per_packet)
-    rows+=("| $n | $ok | $pps | $cpu_pct % | **$us_per_packet** | $floor | $up50 / **$up99** / $upmax | $dn50 / $dn99 / $dnmax | $((up_sent - up_recv)) of $up_sent | $((down_sent - down_recv)) of $down_sent | $rss_per |")
-    echo "bench: $n sessions: ${us_per_packet} us/packet, up p99 ${up99} ms, loss up $((up_sent - up_recv)) down $((down_sent - down_recv)), ${rss_per} KiB/session"
+    local floor_args=()
+    if [[ $net == netns ]]; then
+        floor_args=(--relay-ip "$gw_ip" --sink-ip "$be_ip"
+            --source-netns hbbench-dev --sink-netns hbbench-be)
+    fi
+    floor=$("${in_gw[@]}" "$floor_bin" --conns "$n" --rate $((n * 1000 / 60)) \
+        --seconds $((seconds < 12 ? seconds : 12)) "${floor_args[@]}" |
+        jq -r .us_per_packet)
+    rows+=("| $n | $ok | $pps | $cpu_pct % | **$us_per_packet** | $floor | $napi_us | $rl50 / **$rl99** ($rlshare %) | $up50 / $up99 / $upmax | $dn50 / $dn99 / $dnmax | $((up_sent - up_recv)) of $up_sent | $((down_sent - down_recv)) of $down_sent | $vdrops / $rbdrops | $rss_per |")
+    echo "bench: $n sessions ($net): ${us_per_packet} us/packet (floor $floor), relay p99 ${rl99} ms (${rlshare} % <= 2 ms), end-to-end up p99 ${up99} ms, loss up $((up_sent - up_recv)) down $((down_sent - down_recv)) (veth $vdrops, socket buffer $rbdrops), ${rss_per} KiB/session"
 }
 
 for n in "${counts[@]}"; do
@@ -164,39 +320,58 @@ for n in "${counts[@]}"; do
 done
 
 cpu=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
+if [[ $net == netns ]]; then
+    where='the gateway and mosquitto in one network namespace, `hybridgw-sim
+load` (the devices) and `hybridgw-sim backend` each in their own, joined
+by veth pairs whose ends receive in NAPI kernel threads'
+else
+    where='everything on 127.0.0.1: the gateway, mosquitto, `hybridgw-sim
+backend` and `hybridgw-sim load`'
+fi
 {
     echo "# hybridgw benchmark"
     echo
-    echo "Generated by \`bench/run.sh ${counts[*]}\` (BENCH_SECONDS=$seconds) on $(date -u +%Y-%m-%d)."
+    echo "Generated by \`BENCH_NET=$net bench/run.sh ${counts[*]}\` (BENCH_SECONDS=$seconds) on $(date -u +%Y-%m-%d)."
     echo
     echo "Machine: $(nproc) cores ($cpu), $(free -g | awk '/^Mem/ { print $2 }') GiB,"
-    echo "Linux $(uname -r); everything on 127.0.0.1: mosquitto $(mosquitto -h 2>/dev/null | head -n 1 | awk '{ print $3 }'),"
-    echo "the gateway, \`hybridgw-sim backend\` and \`hybridgw-sim load\` share the cores."
+    echo "Linux $(uname -r), mosquitto $(mosquitto -h 2>/dev/null | head -n 1 | awk '{ print $3 }');"
+    echo "$where; all share the cores."
     echo
     echo "Each device streams 60 ms Opus frames up without pause (realtime mode)"
     echo "and the backend answers every 20 frames with 20 frames of TTS, paced as"
     echo "the xiaozhi server paces them, so audio flows both ways at once."
     echo
-    echo "| sessions | ok | packets/s through the gateway | gateway CPU | CPU us per relayed packet | loopback floor us per packet | uplink added latency ms p50 / p99 / max | downlink latency ms p50 / p99 / max | uplink lost | downlink lost | gateway RSS KiB per session |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| sessions | ok | packets/s through the gateway | gateway CPU | CPU us per relayed packet | floor us per packet | NAPI us per packet | relay delay in the gateway ms p50 / p99 (share <= 2 ms) | uplink end to end ms p50 / p99 / max | downlink end to end ms p50 / p99 / max | uplink lost | downlink lost | dropped by veth / gateway socket buffer | gateway RSS KiB per session |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
     echo
     echo "- CPU: utime+stime of the gateway from /proc over the steady window,"
     echo "  divided by the audio packets it relayed in that window (its own"
     echo "  counters, both directions)."
-    echo "- Loopback floor: bench/loopback_floor relays the same uplink rate"
-    echo "  with no gateway logic at all (recvmmsg with the gateway's 2 ms read"
-    echo "  pause, then one send() per datagram on one of N TCP connections to"
-    echo "  a reader process) and reports its CPU per packet the same way. On"
-    echo "  loopback the sender also pays for delivering each TCP segment (the"
-    echo "  receiver's protocol work and wakeup run in its send() call), so"
-    echo "  this is what the kernel alone costs on this machine."
-    echo "- Latency: device send to backend receive (uplink) and backend send"
-    echo "  to device receive (downlink), joined from both sides' packet logs;"
-    echo "  this includes the loopback hops and the mock's and load generator's"
-    echo "  own scheduling, so it bounds what the gateway adds from above."
-    echo "  Downlink includes the gateway's pacing, which holds nothing back"
-    echo "  while the backend paces itself."
+    echo "- Floor: bench/loopback_floor relays the same uplink rate over the"
+    echo "  same network with no gateway logic at all (recvmmsg with the"
+    echo "  gateway's read pause, then one send() per datagram on one of N TCP"
+    echo "  connections to a reader process) and reports its CPU per packet"
+    echo "  the same way: what the kernel alone costs on this machine."
+    echo "- NAPI: with network namespaces, the CPU of the kernel threads that"
+    echo "  receive packets for the gateway's side of the veth pairs (its"
+    echo "  uplink datagrams, the backend's frames and ACKs), per relayed"
+    echo "  packet. A real host spends this in its network card's interrupt"
+    echo "  and softirq work, not in the gateway process."
+    echo "- Relay delay: the gateway's \`hybridgw_udp_relay_seconds\` histogram"
+    echo "  (GET /metrics), the time from the kernel's receive timestamp of a"
+    echo "  device datagram (SO_TIMESTAMPNS) to its hand-off to the backend's"
+    echo "  socket, over the steady window; percentiles interpolated within"
+    echo "  buckets, and the exact share at or under 2 ms."
+    echo "- End to end: device send to backend receive (uplink) and backend"
+    echo "  send to device receive (downlink), joined from both sides' packet"
+    echo "  logs; this adds the network hops and the mock's and load"
+    echo "  generator's own scheduling to the relay delay. Downlink includes"
+    echo "  the gateway's pacing and its hold after \`tts start\`."
+    echo "- Dropped: packets the veth pairs dropped (their rings full) and"
+    echo "  datagrams the kernel dropped on the gateway's full UDP receive"
+    echo "  buffer (Udp RcvbufErrors), over the whole run: losses that are"
+    echo "  not the gateway's doing, or that it could not read in time."
     echo "- Targets: at most 3 us of gateway CPU per relayed packet, p99 added"
     echo "  latency under 2 ms at 1000 sessions, zero loss."
     if [[ -f bench/NOTES.md ]]; then
