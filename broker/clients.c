@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <uthash.h>
+#include "common/hash.h"
 
 struct device;
 
@@ -115,6 +115,10 @@ static int add_device(struct gw_broker_clients *t, struct conn *c,
         }
         memcpy(d->client_id, client_id, len + 1);
         HASH_ADD_STR(t->by_id, client_id, d);
+        if (!GW_HASH_ADDED(d, hh)) {
+            free(d);
+            return GW_ENOMEM;
+        }
     }
     c->device = d;
     c->older = d->conns;
@@ -146,6 +150,13 @@ int gw_broker_clients_add(struct gw_broker_clients *t, const void *ctx,
     if (address != NULL && strlen(address) <= GW_BROKER_ADDRESS_MAX) {
         strcpy(c->address, address);
     }
+    /* The context table first: if that add fails, nothing has been
+     * announced for the device yet and there is nothing to undo. */
+    HASH_ADD_PTR(t->by_ctx, ctx, c);
+    if (!GW_HASH_ADDED(c, hh)) {
+        conn_free(c);
+        return GW_ENOMEM;
+    }
     if (role == GW_BROKER_ROLE_DEVICE) {
         rc = add_device(t, c, client_id, ev);
     } else {
@@ -154,10 +165,10 @@ int gw_broker_clients_add(struct gw_broker_clients *t, const void *ctx,
         rc = c->gateway_id != NULL ? 0 : GW_ENOMEM;
     }
     if (rc != 0) {
+        HASH_DEL(t->by_ctx, c);
         conn_free(c);
         return rc;
     }
-    HASH_ADD_PTR(t->by_ctx, ctx, c);
     t->count++;
     return 0;
 }

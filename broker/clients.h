@@ -11,7 +11,7 @@
 
 #include "broker/policy.h"
 #include "codec/client_id.h"
-#include "gateway/error.h"
+#include "common/error.h"
 
 /* Longer addresses (never an IP) are recorded as "". */
 #define GW_BROKER_ADDRESS_MAX 63

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 /* Bounds that let every per-device topic fit GW_BROKER_TOPIC_MAX. */
 #define GW_BROKER_PREFIX_MAX 256

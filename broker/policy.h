@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "broker/options.h"
-#include "gateway/error.h"
+#include "common/error.h"
 
 enum gw_broker_role {
     GW_BROKER_ROLE_NONE,    /* not authenticated by us: may do nothing */

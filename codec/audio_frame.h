@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "codec/udp_header.h"
-#include "gateway/error.h"
+#include "common/error.h"
 
 /* Binary audio framing toward a backend (PROTOCOL.md section 6). */
 enum gw_framing {

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 /* Real ids are about 67 bytes (group, 17-byte MAC, 36-byte uuid). */
 #define GW_CLIENT_ID_MAX 128

@@ -11,7 +11,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 /* Nesting allowed in one message. MCP payloads reach depth ~10; cJSON's
  * own limit (1000 levels of recursion) is far deeper than the stack of a

@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 /* Longest session_id taken from a backend; uuid4 text is 36. */
 #define GW_SESSION_ID_MAX 128

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 /*
  * Writes 2*len lowercase hex digits and a NUL to out (cap bytes).

@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 /* Standard codes, and the gateway's own in the server-error range. */
 #define GW_RPC_PARSE_ERROR      (-32700)

@@ -11,7 +11,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 /* MCP tool names: 1..128 of [A-Za-z0-9_.-] (spec 2025-11-25). */
 #define GW_MCP_TOOL_NAME_MAX 128

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 /* RFC 6716 section 3.2.5: a packet holds at most 120 ms of audio. */
 #define GW_OPUS_MAX_SAMPLES_48K 5760

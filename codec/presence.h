@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 #define GW_PRESENCE_MAX_LEN     512 /* far above any real payload */
 #define GW_PRESENCE_ADDRESS_MAX 45  /* INET6_ADDRSTRLEN - 1 */

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 /*
  * Matches topic (topic_len bytes, not NUL-terminated) against pattern,

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 #define GW_UDP_HEADER_LEN 16
 /* The device receives into a 1500-byte buffer: 1500 - 16. */

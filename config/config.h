@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 #include "codec/audio_frame.h"
-#include "gateway/error.h"
-#include "gateway/log.h"
+#include "common/error.h"
+#include "common/log.h"
 
 /* How the gateway authenticates its WebSocket to a backend. */
 enum gw_auth_scheme {

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 #define GW_AES_CTR_KEY_LEN 16 /* AES-128 */
 #define GW_AES_CTR_IV_LEN  16 /* one counter block = one UDP header */

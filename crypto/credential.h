@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 /*
  * Text arguments are (pointer, length) and need no NUL; a pointer may be

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 #define GW_SESSION_KEYS_KEY_LEN   16 /* AES-128 key in the hello */
 #define GW_SESSION_KEYS_NONCE_LEN 16 /* nonce = UDP header template */

@@ -9,7 +9,7 @@
 #include <libwebsockets.h>
 
 #include "gateway/backend_ws_int.h"
-#include "gateway/log.h"
+#include "common/log.h"
 
 #define TX_MAX_MSGS  256
 #define TX_MAX_BYTES (1024 * 1024)

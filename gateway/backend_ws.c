@@ -20,7 +20,7 @@
 #include <openssl/x509.h>
 
 #include "gateway/backend_ws_int.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "gateway/lws_uv.h"
 
 #define SHUTDOWN_GRACE_MS 1000 /* for open connections to close cleanly */

@@ -14,7 +14,7 @@
 #include <uv.h>
 
 #include "config/config.h"
-#include "gateway/error.h"
+#include "common/error.h"
 
 struct gw_backend_ws;   /* the per-instance lws context */
 struct gw_backend_conn; /* one session's WebSocket */

@@ -14,7 +14,7 @@
 #include "codec/jsonrpc.h"
 #include "codec/mcp_tools.h"
 #include "gateway/instance.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "version.h"
 
 /* Pages one discovery may read: the cap on tools normally ends it first. */

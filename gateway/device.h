@@ -14,11 +14,11 @@
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
-#include <uthash.h>
+#include "common/hash.h"
 
 #include "codec/client_id.h"
 #include "codec/envelope.h"
-#include "gateway/error.h"
+#include "common/error.h"
 
 struct gw_instance;
 

@@ -12,12 +12,12 @@
 #include <time.h>
 
 #include <cjson/cJSON.h>
-#include <uthash.h>
+#include "common/hash.h"
 
 #include "crypto/credential.h"
 #include "gateway/http_server.h"
 #include "gateway/instance.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "gateway/mcp_server.h"
 #include "gateway/metrics.h"
 

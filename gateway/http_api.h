@@ -10,7 +10,7 @@
 
 #include <uv.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 struct gw_instance;
 struct gw_http_api;

@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 
 #include "gateway/http_server_int.h"
-#include "gateway/log.h"
+#include "common/log.h"
 
 #define SUBJECT "http"
 

@@ -24,7 +24,7 @@
 #include <libwebsockets.h>
 
 #include "gateway/http_server_int.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "gateway/lws_uv.h"
 
 #define SUBJECT         "http"

@@ -13,7 +13,7 @@
 
 #include <uv.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 struct gw_http_server;
 struct gw_http_req;

@@ -12,7 +12,7 @@
 #include "codec/presence.h"
 #include "codec/topic.h"
 #include "gateway/http_api.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "gateway/mcp_server.h"
 
 #define DRAIN_TIMEOUT_MS 3000 /* bound on waiting for backends to close */

@@ -15,7 +15,7 @@
 #include "config/config.h"
 #include "gateway/backend_ws.h"
 #include "gateway/device.h"
-#include "gateway/mqtt_link.h"
+#include "common/mqtt_link.h"
 #include "gateway/presence.h"
 #include "gateway/session.h"
 #include "gateway/udp_audio.h"

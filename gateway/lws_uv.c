@@ -6,8 +6,8 @@
 
 #include <string.h>
 
-#include "gateway/error.h"
-#include "gateway/log.h"
+#include "common/error.h"
+#include "common/log.h"
 
 #define DESTROY_WAIT_MS 5000 /* for lws's own handles to close */
 

@@ -17,9 +17,9 @@
 #include <uv.h>
 
 #include "config/config.h"
-#include "gateway/error.h"
+#include "common/error.h"
 #include "gateway/instance.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "version.h"
 
 #define CONFIG_ERR_BYTES 8192

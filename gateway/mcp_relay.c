@@ -12,7 +12,7 @@
 #include "codec/mcp_tools.h"
 #include "gateway/device.h"
 #include "gateway/instance.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "gateway/session.h"
 
 /* A backend request waiting for the device. */

@@ -15,7 +15,7 @@
 #include "codec/jsonrpc.h"
 #include "codec/mcp_tools.h"
 #include "gateway/instance.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "gateway/mcp_server_int.h"
 
 /* The build's generated version.h, when this target's include path has

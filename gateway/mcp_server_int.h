@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
-#include <uthash.h>
+#include "common/hash.h"
 #include <uv.h>
 
 #include "codec/client_id.h"

@@ -9,7 +9,7 @@
 #include "codec/jsonrpc.h"
 #include "codec/mcp_tools.h"
 #include "gateway/instance.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "gateway/mcp_server_int.h"
 
 #define PAGE_TOOLS    100

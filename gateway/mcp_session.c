@@ -4,9 +4,6 @@
  * waiting for a device, and the POSTs whose answers wait for those calls.
  */
 
-/* uthash must not exit() on allocation failure: a failed add is checked. */
-#define HASH_NONFATAL_OOM 1
-
 #include "gateway/mcp_server_int.h"
 
 #include <stdio.h>
@@ -18,7 +15,7 @@
 #include "codec/hex.h"
 #include "codec/jsonrpc.h"
 #include "gateway/instance.h"
-#include "gateway/log.h"
+#include "common/log.h"
 
 /* Proxies and clients drop a silent connection; a comment keeps it up. */
 #define KEEPALIVE_MS 15000

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <uthash.h>
+#include "common/hash.h"
 
 #include "gateway/http_api.h"
 #include "gateway/instance.h"

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 struct gw_instance;
 

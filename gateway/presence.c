@@ -1,8 +1,5 @@
 /* The online-device table; see presence.h. */
 
-/* uthash must not exit() on allocation failure: a failed add is checked. */
-#define HASH_NONFATAL_OOM 1
-
 #include "gateway/presence.h"
 
 #include <stdlib.h>

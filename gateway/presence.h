@@ -11,11 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <uthash.h>
+#include "common/hash.h"
 
 #include "codec/client_id.h"
 #include "codec/presence.h"
-#include "gateway/error.h"
+#include "common/error.h"
 
 /* Entries kept at most: a bound on what a broker (or a forger with the
  * gateway's account) can make the gateway hold. */

@@ -15,7 +15,7 @@
 #include "crypto/credential.h"
 #include "crypto/session_keys.h"
 #include "gateway/instance.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "gateway/mcp_relay.h"
 #include "gateway/router.h"
 

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <uthash.h>
+#include "common/hash.h"
 #include <uv.h>
 
 #include "codec/client_id.h"

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 struct gw_ssrc_slot {
     uint32_t ssrc; /* 0 = empty */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 #include "gateway/udp_audio_int.h"
 
 /* Best effort: a loop stall of a few ms at 1000 devices must not drop. */

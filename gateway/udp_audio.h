@@ -13,7 +13,7 @@
 #include <uv.h>
 
 #include "crypto/aes_ctr.h"
-#include "gateway/error.h"
+#include "common/error.h"
 
 /* Audio kept ahead of the device's play clock (about 5 frames of 60 ms). */
 #define GW_UDP_PREBUFFER_MS 300

@@ -11,7 +11,7 @@
 
 #include "codec/opus_packet.h"
 #include "codec/udp_header.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "gateway/udp_audio_int.h"
 
 /*

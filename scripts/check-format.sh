@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 files=$(git ls-files -co --exclude-standard -- '*.c' '*.h' 2>/dev/null ||
-    find gateway codec crypto config broker tools tests bench \
+    find common gateway codec crypto config broker tools tests bench \
         -name '*.[ch]' 2>/dev/null)
 bad=0
 for f in $files; do

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "codec/utf8.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "tools/sim.h"
 
 #define RX_BUFFER 2048 /* lws per-connection rx chunk */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 const char *const gw_sim_be_framing_names[3] = {"v2", "v3", "raw"};
 

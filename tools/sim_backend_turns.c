@@ -10,7 +10,7 @@
 
 #include "codec/envelope.h"
 #include "codec/opus_packet.h"
-#include "gateway/log.h"
+#include "common/log.h"
 
 #define BAD_LOG_LIMIT 3 /* debug lines per connection for bad frames */
 #define FRAME_NS      ((uint64_t)GW_SIM_BACKEND_FRAME_MS * 1000000u)

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "crypto/credential.h"
-#include "gateway/log.h"
+#include "common/log.h"
 
 #define HDR_MAX        256 /* longest header value kept */
 #define TEXT_NO_DEVICE "port ok: no device-id"

@@ -11,7 +11,7 @@
 
 #include <openssl/evp.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 #define GW_SIM_UUID_LEN 36 /* 8-4-4-4-12 hex digits and dashes */
 

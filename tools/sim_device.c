@@ -15,7 +15,7 @@
 
 #include "codec/topic.h"
 #include "crypto/credential.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "tools/sim_common.h"
 
 #define DEF_USERNAME "eyJpcCI6IjEyNy4wLjAuMSJ9" /* {"ip":"127.0.0.1"} */

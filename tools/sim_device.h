@@ -15,7 +15,7 @@
 #include <uv.h>
 
 #include "codec/udp_header.h"
-#include "gateway/error.h"
+#include "common/error.h"
 
 /* The firmware's listening modes (the `mode` of listen start). */
 enum gw_sim_mode {

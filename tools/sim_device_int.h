@@ -12,7 +12,7 @@
 #include "codec/client_id.h"
 #include "codec/hello.h"
 #include "crypto/aes_ctr.h"
-#include "gateway/mqtt_link.h"
+#include "common/mqtt_link.h"
 #include "tools/sim_device.h"
 
 #define QUEUE_FRAMES  40   /* the firmware's decode queue */

@@ -13,7 +13,7 @@
 #include <mosquitto.h>
 #include <uv.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 #include "tools/sim.h"
 #include "tools/sim_cli.h"
 

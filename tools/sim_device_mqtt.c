@@ -14,7 +14,7 @@
 #include "codec/envelope.h"
 #include "codec/hello.h"
 #include "codec/hex.h"
-#include "gateway/log.h"
+#include "common/log.h"
 
 int gw_sim_dev_publish(struct gw_sim_device *d, const char *msg, size_t len)
 {

@@ -8,7 +8,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 #include "tools/sim_common.h"
 
 static const char *mode_name(enum gw_sim_mode m)

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "codec/opus_packet.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "tools/sim_common.h"
 
 #define WAKE_FRAMES  33 /* ~2 s of cached wake-word audio */

@@ -12,7 +12,7 @@
 
 #include <mosquitto.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 #include "tools/sim.h"
 #include "tools/sim_common.h"
 

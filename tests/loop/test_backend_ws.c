@@ -31,7 +31,7 @@
 
 #include "crypto/credential.h"
 #include "gateway/backend_ws.h"
-#include "gateway/log.h"
+#include "common/log.h"
 
 #define GUARD_MS  30000 /* any test still running then has failed */
 #define MAX_ITEMS 16

@@ -25,7 +25,7 @@
 #include "crypto/credential.h"
 #include "gateway/http_api.h"
 #include "gateway/instance.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "http_client.h"
 
 #define GUARD_MS    30000

@@ -16,7 +16,7 @@
 #include <uv.h>
 
 #include "gateway/http_server.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "http_client.h"
 
 #define GUARD_MS 30000 /* any test still running then has failed */

@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 static void test_codes_named(void **state)
 {

@@ -12,7 +12,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 /* Runs one gw_log call with stderr sent to a temporary file; returns it. */
 static size_t capture(char *out, size_t cap, enum gw_log_level level,

@@ -5,7 +5,7 @@
  * uv_poll at once (libuv must never poll an fd that was closed under it).
  * Reconnects are scheduled on a timer, never from the disconnect callback.
  */
-#include "gateway/mqtt_link.h"
+#include "common/mqtt_link.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 
 #include <mosquitto.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 #define MISC_INTERVAL_MS 1000 /* keepalive and retry bookkeeping */
 #define BACKOFF_MIN_MS   250

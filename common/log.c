@@ -3,7 +3,7 @@
  * line is built in one buffer and written with one write(2), so lines from
  * one process never interleave.
  */
-#include "gateway/log.h"
+#include "common/log.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -15,11 +15,10 @@
 static enum gw_log_level current_level = GW_LOG_INFO;
 static enum gw_log_format current_format = GW_LOG_TEXT;
 
-static const char *const level_names[] = {
-    [GW_LOG_ERROR] = "error",
-    [GW_LOG_WARN] = "warn",
-    [GW_LOG_INFO] = "info",
-    [GW_LOG_DEBUG] = "debug",
+static const char *const level_names[GW_LOG_LEVEL_COUNT_] = {
+#define XX(level, name) [GW_LOG_##level] = name,
+    GW_LOG_LEVEL_MAP(XX)
+#undef XX
 };
 
 void gw_log_set_level(enum gw_log_level level)
@@ -39,7 +38,7 @@ enum gw_log_level gw_log_get_level(void)
 
 const char *gw_log_level_name(enum gw_log_level level)
 {
-    if ((unsigned)level >= sizeof(level_names) / sizeof(level_names[0])) {
+    if ((unsigned)level >= GW_LOG_LEVEL_COUNT_) {
         return "?";
     }
     return level_names[level];

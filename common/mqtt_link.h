@@ -12,7 +12,7 @@
 
 #include <uv.h>
 
-#include "gateway/error.h"
+#include "common/error.h"
 
 struct gw_mqtt_link;
 

@@ -2,7 +2,7 @@
  * Text for the error codes of error.h. Kept free of libuv so that the pure
  * modules (codec/, crypto/, config/) can report errors without the loop.
  */
-#include "gateway/error.h"
+#include "common/error.h"
 
 #include <string.h>
 

@@ -8,7 +8,19 @@
 
 #include <stdarg.h>
 
-enum gw_log_level { GW_LOG_ERROR, GW_LOG_WARN, GW_LOG_INFO, GW_LOG_DEBUG };
+/* Levels, most severe first, with the names the config uses. */
+#define GW_LOG_LEVEL_MAP(XX)                                                   \
+    XX(ERROR, "error")                                                         \
+    XX(WARN, "warn")                                                           \
+    XX(INFO, "info")                                                           \
+    XX(DEBUG, "debug")
+
+enum gw_log_level {
+#define XX(level, _) GW_LOG_##level,
+    GW_LOG_LEVEL_MAP(XX)
+#undef XX
+        GW_LOG_LEVEL_COUNT_
+};
 
 enum gw_log_format { GW_LOG_TEXT, GW_LOG_JSON };
 
