@@ -5,6 +5,7 @@
 #include "codec/jsonrpc.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Doubles at or beyond 2^53 are all integers; below it a cast tells. */
@@ -189,10 +190,33 @@ static cJSON *add_moved(cJSON *msg, const char *key, cJSON *item)
     return msg;
 }
 
-/* A copy of id for a reply; a missing id answers as null. */
+/*
+ * A copy of id for a reply; a missing id answers as null. Ids come back
+ * as the peer wrote them: cJSON prints a number outside the int range
+ * with 15 significant digits (9007199254740991 would come back as
+ * 9.00719925474099e+15), so such an id is written out digit for digit.
+ * Integral ids up to 2^53 are exact this way; beyond that a double no
+ * longer holds the digits the peer sent, and its shortest exact form is
+ * used.
+ */
 static cJSON *id_copy(const cJSON *id)
 {
-    return id != NULL ? cJSON_Duplicate(id, true) : cJSON_CreateNull();
+    char text[40];
+    double v;
+
+    if (id == NULL) {
+        return cJSON_CreateNull();
+    }
+    if (!cJSON_IsNumber(id) || id->valuedouble == (double)id->valueint) {
+        return cJSON_Duplicate(id, true);
+    }
+    v = id->valuedouble;
+    if (is_integral(v) && v < EXACT_LIMIT && v > -EXACT_LIMIT) {
+        snprintf(text, sizeof(text), "%.0f", v);
+    } else {
+        snprintf(text, sizeof(text), "%.17g", v);
+    }
+    return cJSON_CreateRaw(text);
 }
 
 /* jsonrpc [, id], method [, params]; with_id says whether id is added. */

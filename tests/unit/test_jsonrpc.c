@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <math.h>
 
@@ -320,6 +321,31 @@ static void test_build_replies(void **state)
     cJSON_Delete(str);
 }
 
+/* Ids come back as exactly the text the peer sent. */
+static void test_ids_verbatim(void **state)
+{
+    static const char *const ids[] = {
+        "9007199254740991", "-9007199254740991", "2147483648", "4294967296",
+        "-2147483649",      "1234567890123",     "0.5",        "2147483647",
+        "-2147483648",
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+        char in[96], want[128];
+        snprintf(in, sizeof(in),
+                 "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"x\"}", ids[i]);
+        snprintf(want, sizeof(want),
+                 "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}", ids[i]);
+        cJSON *req = cJSON_Parse(in);
+        struct gw_rpc rpc;
+        assert_non_null(req);
+        assert_int_equal(gw_rpc_classify(req, &rpc), 0);
+        expect_text(gw_rpc_result(rpc.id, cJSON_CreateObject()), want);
+        cJSON_Delete(req);
+    }
+}
+
 /* What the gateway builds classifies as what it is. */
 static void test_build_classifies(void **state)
 {
@@ -426,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_build_calls),
         cmocka_unit_test(test_build_replies),
         cmocka_unit_test(test_build_classifies),
+        cmocka_unit_test(test_ids_verbatim),
         cmocka_unit_test(test_normalise_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
