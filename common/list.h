@@ -15,9 +15,12 @@ struct gw_list {
     struct gw_list *prev, *next;
 };
 
+/* The object that holds ptr as its member field. */
+#define GW_CONTAINER_OF(ptr, type, field)                                      \
+    ((type *)(void *)((char *)(ptr)-offsetof(type, field)))
+
 /* The object that holds node as its member field. */
-#define GW_LIST_ENTRY(node, type, field)                                       \
-    ((type *)(void *)((char *)(node)-offsetof(type, field)))
+#define GW_LIST_ENTRY(node, type, field) GW_CONTAINER_OF(node, type, field)
 
 /* for (it = first; it != head; it = next), safe against unlinking it. */
 #define GW_LIST_FOREACH_SAFE(it, tmp, head)                                    \

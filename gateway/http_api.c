@@ -12,14 +12,12 @@
 #include <time.h>
 
 #include <cjson/cJSON.h>
-#include "common/hash.h"
 
+#include "common/log.h"
 #include "crypto/credential.h"
 #include "gateway/http_server.h"
-#include "gateway/instance.h"
-#include "common/log.h"
 #include "gateway/mcp_server.h"
-#include "gateway/metrics.h"
+#include "gateway/session.h"
 
 #define SUBJECT         "http"
 #define JSON            "application/json"
@@ -28,7 +26,7 @@
 #define COMMANDS_PREFIX "/api/commands/"
 
 struct gw_http_api {
-    struct gw_instance *inst;
+    struct gw_http_api_env env;
     struct gw_http_server *srv;
     void (*close_cb)(struct gw_http_api *api, void *arg);
     void *close_arg;
@@ -210,18 +208,9 @@ static bool daily_token_ok(const struct gw_config *cfg, struct gw_http_req *req)
 
 /* ---- devices ----------------------------------------------------------- */
 
-static struct gw_session *session_of(struct gw_instance *inst,
-                                     const char *client_id)
+static cJSON *device_json(const struct gw_device *dev)
 {
-    struct gw_session *s = NULL;
-
-    HASH_FIND(hh, inst->sessions, client_id, strlen(client_id), s);
-    return s;
-}
-
-static cJSON *device_json(struct gw_instance *inst, const struct gw_device *dev)
-{
-    struct gw_session *s = session_of(inst, dev->client_id);
+    const struct gw_session *s = dev->session;
     cJSON *o = cJSON_CreateObject();
     cJSON *sess = s != NULL ? cJSON_CreateObject() : cJSON_CreateNull();
     cJSON *mcp = cJSON_CreateObject();
@@ -234,7 +223,7 @@ static cJSON *device_json(struct gw_instance *inst, const struct gw_device *dev)
     }
     cJSON_AddStringToObject(o, "client_id", dev->client_id);
     cJSON_AddStringToObject(o, "label", dev->label);
-    cJSON_AddBoolToObject(o, "online", dev->online);
+    cJSON_AddBoolToObject(o, "online", dev->state == GW_DEVICE_KNOWN);
     if (s != NULL) {
         cJSON_AddStringToObject(sess, "state", gw_session_state_name(s->state));
         cJSON_AddStringToObject(sess, "session_id", s->session_id);
@@ -245,10 +234,12 @@ static cJSON *device_json(struct gw_instance *inst, const struct gw_device *dev)
         }
     }
     cJSON_AddItemToObject(o, "session", sess);
-    cJSON_AddStringToObject(mcp, "state", gw_mcp_state_name(dev->mcp));
-    cJSON_AddNumberToObject(
-        mcp, "tools", dev->tools != NULL ? cJSON_GetArraySize(dev->tools) : 0);
-    cJSON_AddBoolToObject(mcp, "complete", dev->tools_complete);
+    cJSON_AddStringToObject(mcp, "state",
+                            gw_mcp_state_name(dev->discovery.state));
+    cJSON_AddNumberToObject(mcp, "tools", gw_tool_cache_count(&dev->tools));
+    cJSON_AddBoolToObject(mcp, "complete", gw_tool_cache_complete(&dev->tools));
+    cJSON_AddStringToObject(mcp, "list",
+                            gw_tool_list_state_name(dev->tools.state));
     cJSON_AddItemToObject(o, "mcp", mcp);
     return o;
 }
@@ -259,9 +250,9 @@ static void list_devices(struct gw_http_api *api, struct gw_http_req *req)
     cJSON *list = cJSON_AddArrayToObject(doc, "devices");
     int n = 0;
 
-    for (const struct gw_device *d = api->inst->devices.table;
+    for (const struct gw_device *d = api->env.devices->by_id;
          d != NULL && list != NULL; d = d->hh.next) {
-        cJSON *o = device_json(api->inst, d);
+        cJSON *o = device_json(d);
         if (o == NULL) {
             cJSON_Delete(doc);
             doc = NULL;
@@ -294,11 +285,11 @@ static void one_device(struct gw_http_api *api, struct gw_http_req *req,
     id[n] = '\0';
     if (slash == NULL) {
         if (method_ok(req, "GET, HEAD", false)) {
-            dev = gw_devices_find(&api->inst->devices, id);
+            dev = gw_device_find(api->env.devices, id);
             if (dev == NULL) {
                 not_found(req, false);
             } else {
-                send_json(req, 200, device_json(api->inst, dev), NULL);
+                send_json(req, 200, device_json(dev), NULL);
             }
         }
         return;
@@ -306,7 +297,7 @@ static void one_device(struct gw_http_api *api, struct gw_http_req *req,
     if (!method_ok(req, "POST", false)) {
         return;
     }
-    if (gw_devices_refresh(&api->inst->devices, id) != 0) {
+    if (gw_device_refresh(api->env.devices, id) != 0) {
         not_found(req, false);
         return;
     }
@@ -347,7 +338,6 @@ static void devices_status(struct gw_http_api *api, struct gw_http_req *req)
     cJSON_ArrayForEach(id, ids)
     {
         const char *cid = cJSON_GetStringValue(id);
-        struct gw_session *s;
         const struct gw_device *dev;
         cJSON *o;
 
@@ -360,12 +350,12 @@ static void devices_status(struct gw_http_api *api, struct gw_http_req *req)
         if (out == NULL || cJSON_GetObjectItemCaseSensitive(out, cid)) {
             continue; /* asked twice */
         }
-        s = session_of(api->inst, cid);
-        dev = gw_devices_find(&api->inst->devices, cid);
+        dev = gw_device_find(api->env.devices, cid);
         o = cJSON_AddObjectToObject(out, cid);
         cJSON_AddBoolToObject(o, "isAlive",
-                              s != NULL && s->state == GW_SESSION_ACTIVE);
-        cJSON_AddBoolToObject(o, "exists", dev != NULL && dev->online);
+                              dev != NULL && dev->session != NULL &&
+                                  dev->session->state == GW_SESSION_ACTIVE);
+        cJSON_AddBoolToObject(o, "exists", dev != NULL);
     }
     cJSON_Delete(in);
     send_json(req, 200, out, NULL);
@@ -400,8 +390,37 @@ static void on_command_gone(struct gw_http_req *req, void *arg)
     struct command *cmd = arg;
 
     (void)req;
-    gw_devices_abandon(&cmd->api->inst->devices, cmd->handle);
+    gw_mcp_abandon(&cmd->api->env.devices->links, cmd->handle);
     free(cmd);
+}
+
+/* Sends the operator's request (params moved), unless the tool cache
+ * refuses a tools/call (tool_cache.h). */
+static void command_send(struct gw_http_api *api, struct command *cmd,
+                         const char *client_id, const char *method,
+                         cJSON *params)
+{
+    struct gw_device_table *devs = api->env.devices;
+    struct gw_device *dev = gw_device_find(devs, client_id);
+    const struct gw_config *cfg = gw_config_live_get(api->env.config);
+    char why[256];
+
+    if (dev != NULL && strcmp(method, "tools/call") == 0 &&
+        !gw_tool_cache_may_call(
+            &dev->tools, GW_TOOLS_FOR_OPERATOR,
+            cJSON_GetStringValue(
+                cJSON_GetObjectItemCaseSensitive(params, "name")),
+            cfg->mcp.expose_user_tools, why, sizeof(why))) {
+        gw_log(GW_LOG_WARN, SUBJECT, "tools/call for %s refused: %s", client_id,
+               why);
+        cJSON_Delete(params);
+        gw_mcp_refuse(&devs->links, GW_MCP_FROM_API, GW_RPC_INVALID_PARAMS, why,
+                      on_command_reply, cmd, &cmd->handle);
+        return;
+    }
+    gw_mcp_request(&devs->links, dev != NULL ? &dev->link : NULL, method,
+                   params, 0, GW_MCP_FROM_API, on_command_reply, cmd,
+                   &cmd->handle);
 }
 
 /*
@@ -446,8 +465,7 @@ static void command(struct gw_http_api *api, struct gw_http_req *req,
     GW_LOG(GW_LOG_DEBUG, SUBJECT, "%s from %s for %s", method,
            gw_http_req_peer(req), client_id);
     gw_http_req_on_gone(req, on_command_gone, cmd);
-    gw_devices_request(&api->inst->devices, client_id, method, copy, 0,
-                       GW_MCP_FROM_API, on_command_reply, cmd, &cmd->handle);
+    command_send(api, cmd, client_id, method, copy);
     cJSON_Delete(in);
 }
 
@@ -482,18 +500,19 @@ static bool manager_route(struct gw_http_api *api, struct gw_http_req *req,
 
 static void healthz(struct gw_http_api *api, struct gw_http_req *req)
 {
-    struct gw_instance *inst = api->inst;
-    bool up = inst->mqtt != NULL && gw_mqtt_link_is_up(inst->mqtt);
+    const struct gw_metrics_sources *src = &api->env.metrics;
+    bool up = src->mqtt != NULL && gw_mqtt_link_is_up(src->mqtt);
     cJSON *doc = cJSON_CreateObject();
 
     cJSON_AddStringToObject(doc, "status", up ? "ok" : "unavailable");
     cJSON_AddStringToObject(doc, "broker", up ? "up" : "down");
-    cJSON_AddNumberToObject(doc, "sessions", HASH_COUNT(inst->sessions));
+    cJSON_AddNumberToObject(doc, "sessions",
+                            (double)gw_sessions_live(api->env.sessions));
     cJSON_AddNumberToObject(doc, "devices_online",
-                            (double)gw_devices_online_count(&inst->devices));
+                            (double)gw_device_table_online(api->env.devices));
     cJSON_AddNumberToObject(
         doc, "uptime_s",
-        (double)((uv_now(inst->loop) - inst->started_ms) / 1000));
+        (double)((uv_now(api->env.loop) - src->started_ms) / 1000));
     send_json(req, up ? 200 : 503, doc, NULL);
 }
 
@@ -502,7 +521,7 @@ static void metrics(struct gw_http_api *api, struct gw_http_req *req)
     char *text = NULL;
     size_t len = 0;
 
-    if (gw_metrics_format(api->inst, &text, &len) != 0) {
+    if (gw_metrics_format(&api->env.metrics, &text, &len) != 0) {
         send_error(req, 503, false, "out of memory", NULL);
         return;
     }
@@ -520,7 +539,7 @@ static bool is_under(const char *path, const char *base)
 static void on_request(struct gw_http_req *req, void *arg)
 {
     struct gw_http_api *api = arg;
-    const struct gw_config *cfg = gw_instance_config(api->inst);
+    const struct gw_config *cfg = gw_config_live_get(api->env.config);
     const char *path = gw_http_req_path(req);
 
     if (!origin_ok(cfg, gw_http_req_header(req, "origin"))) {
@@ -550,8 +569,8 @@ static void on_request(struct gw_http_req *req, void *arg)
         }
     } else if (is_under(path, "/mcp")) {
         if (token_ok(cfg, req) &&
-            (api->inst->mcp_server == NULL ||
-             !gw_mcp_server_handle(api->inst->mcp_server, req))) {
+            (api->env.mcp_server == NULL ||
+             !gw_mcp_server_handle(api->env.mcp_server, req))) {
             not_found(req, false);
         }
     } else {
@@ -561,9 +580,15 @@ static void on_request(struct gw_http_req *req, void *arg)
 
 /* ---- life cycle -------------------------------------------------------- */
 
-int gw_http_api_init(struct gw_instance *inst, struct gw_http_api **out)
+static uint64_t responses_of(const void *arg, int status)
 {
-    const struct gw_config *cfg = gw_instance_config(inst);
+    return gw_http_api_responses(arg, status);
+}
+
+int gw_http_api_init(const struct gw_http_api_env *env,
+                     struct gw_http_api **out)
+{
+    const struct gw_config *cfg = gw_config_live_get(env->config);
     struct gw_http_server_options o = {
         .listen = cfg->http.listen,
         .port = cfg->http.port,
@@ -581,9 +606,11 @@ int gw_http_api_init(struct gw_instance *inst, struct gw_http_api **out)
     if (api == NULL) {
         return GW_ENOMEM;
     }
-    api->inst = inst;
+    api->env = *env;
+    api->env.metrics.http_responses = responses_of;
+    api->env.metrics.http_arg = api;
     o.arg = api;
-    rc = gw_http_server_init(inst->loop, &o, &api->srv);
+    rc = gw_http_server_init(env->loop, &o, &api->srv);
     if (rc != 0) {
         free(api);
         return rc;

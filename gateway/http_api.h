@@ -11,12 +11,26 @@
 #include <uv.h>
 
 #include "common/error.h"
+#include "gateway/config_hold.h"
+#include "gateway/device_table.h"
+#include "gateway/metrics.h"
+#include "gateway/session.h"
 
-struct gw_instance;
 struct gw_http_api;
+struct gw_mcp_server;
+
+/* What the API needs of the instance, given once at init. */
+struct gw_http_api_env {
+    uv_loop_t *loop;
+    const struct gw_config_live *config;
+    struct gw_device_table *devices;
+    struct gw_sessions *sessions;
+    struct gw_mcp_server *mcp_server;  /* NULL: /mcp answers 404 */
+    struct gw_metrics_sources metrics; /* the API fills its own part */
+};
 
 /* Listens when http.port is not 0 (*out stays NULL otherwise). */
-GW_MUST_CHECK int gw_http_api_init(struct gw_instance *inst,
+GW_MUST_CHECK int gw_http_api_init(const struct gw_http_api_env *env,
                                    struct gw_http_api **out);
 /* The port actually bound (http.port 0 is not used: that disables). */
 int gw_http_api_port(const struct gw_http_api *api);

@@ -1,34 +1,43 @@
 /*
- * The backend's side of a device's MCP link (PROTOCOL.md section 7): the
- * backend's requests go through the device's shared link with their ids
- * rewritten, its tools/list is answered from a complete cache, and tools
- * meant for the user alone stay hidden from it unless the config allows.
+ * The backend's side of a device's MCP link (docs/protocol.md section 7):
+ * the backend's requests go through the device's shared link with their
+ * ids rewritten and restored, its tools/list is answered from a complete
+ * cache, and its tools/call is checked against the cache's allow-list.
+ * Each session owns one relay; the relay's waiting calls die with it.
  */
 #ifndef GW_MCP_RELAY_H
 #define GW_MCP_RELAY_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
 
 #include "codec/envelope.h"
+#include "common/list.h"
+#include "gateway/device_table.h"
 
-struct gw_session;
-struct gw_device;
+/* Sends one JSON-RPC message (not moved) to the backend. */
+typedef void (*gw_mcp_relay_send_fn)(void *arg, const cJSON *payload);
 
-/* An mcp envelope from the session's backend. */
-void gw_mcp_relay_from_backend(struct gw_session *s,
-                               const struct gw_envelope *env, const char *raw,
-                               size_t len);
+struct gw_mcp_relay {
+    struct gw_mcp_links *links;
+    struct gw_list calls; /* backend requests waiting for the device */
+    gw_mcp_relay_send_fn send;
+    void *arg;
+};
+
+void gw_mcp_relay_init(struct gw_mcp_relay *relay, struct gw_mcp_links *links,
+                       gw_mcp_relay_send_fn send, void *arg);
+/* The session ends: waiting calls are abandoned, nothing is sent. */
+void gw_mcp_relay_close(struct gw_mcp_relay *relay);
 
 /*
- * The device's tools an AI client may see: a new array of copies, without
- * user-only tools unless with_user. NULL on OOM or when dev has none.
+ * An mcp envelope from the backend for dev (raw: its text, passed on
+ * as it is when it needs no rewriting). GW_EPROTO when the payload is not
+ * JSON-RPC (the caller counts and logs the refusal).
  */
-cJSON *gw_mcp_relay_visible_tools(const struct gw_device *dev, bool with_user);
-
-/* Whether name is a user-only tool of dev (by its cache). */
-bool gw_mcp_relay_user_only(const struct gw_device *dev, const char *name);
+int gw_mcp_relay_from_backend(struct gw_mcp_relay *relay, struct gw_device *dev,
+                              const struct gw_envelope *env, const char *raw,
+                              size_t len);
 
 #endif /* GW_MCP_RELAY_H */

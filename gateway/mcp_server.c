@@ -14,7 +14,6 @@
 #include "codec/hex.h"
 #include "codec/jsonrpc.h"
 #include "codec/mcp_tools.h"
-#include "gateway/instance.h"
 #include "common/log.h"
 #include "gateway/mcp_server_int.h"
 
@@ -54,7 +53,7 @@ static bool version_supported(const char *v)
 
 static const struct gw_config *config(const struct gw_mcp_server *srv)
 {
-    return gw_instance_config(srv->inst);
+    return gw_config_live_get(srv->env.config);
 }
 
 /* ---- paths and headers ---- */
@@ -136,12 +135,12 @@ static void subject_for(char out[32], const char *sid)
  * The session named by the request's Mcp-Session-Id, bound to the path's
  * device; otherwise the request has been refused (400 / 404) and NULL.
  */
-static struct gw_mcp_session *session_of(struct gw_mcp_server *srv,
-                                         struct gw_http_req *req,
-                                         const char *client_id)
+static struct gw_mcp_client *session_of(struct gw_mcp_server *srv,
+                                        struct gw_http_req *req,
+                                        const char *client_id)
 {
     const char *sid = gw_http_req_header(req, "Mcp-Session-Id");
-    struct gw_mcp_session *sess;
+    struct gw_mcp_client *cl;
     char subject[32];
 
     subject_for(subject, sid);
@@ -150,19 +149,19 @@ static struct gw_mcp_session *session_of(struct gw_mcp_server *srv,
                       "Mcp-Session-Id header required");
         return NULL;
     }
-    sess = gw_mcp_session_find(srv, sid);
-    if (sess == NULL) {
+    cl = gw_mcp_client_find(srv, sid);
+    if (cl == NULL) {
         gw_mcp_reject(srv, req, subject, NULL, 404, GW_RPC_INVALID_REQUEST,
                       "session not found (expired or deleted)");
         return NULL;
     }
-    if (strcmp(sess->client_id, client_id) != 0) {
+    if (strcmp(cl->client_id, client_id) != 0) {
         gw_mcp_reject(srv, req, subject, NULL, 404, GW_RPC_INVALID_REQUEST,
                       "session belongs to another endpoint");
         return NULL;
     }
-    gw_mcp_session_touch(sess);
-    return sess;
+    gw_mcp_client_touch(cl);
+    return cl;
 }
 
 /* ---- initialize ---- */
@@ -202,7 +201,7 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
     const cJSON *want =
         cJSON_GetObjectItemCaseSensitive(rpc->params, "protocolVersion");
     const char *version = GW_MCP_PROTOCOL_LATEST;
-    struct gw_mcp_session *sess = NULL;
+    struct gw_mcp_client *cl = NULL;
     cJSON *msg, *result;
     int rc;
 
@@ -212,13 +211,12 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
     /* A device endpoint exists while the gateway knows the device; a
      * session outlives it (calls then say the device is offline). */
     if (p->client_id[0] != '\0' &&
-        gw_devices_find(&p->srv->inst->devices, p->client_id) == NULL) {
+        gw_device_find(p->srv->env.devices, p->client_id) == NULL) {
         gw_mcp_reject(p->srv, p->req, p->subject, NULL, 404,
                       GW_RPC_INVALID_REQUEST, "unknown device");
         return;
     }
-    if ((rc = gw_mcp_session_create(p->srv, p->client_id, version, &sess)) !=
-        0) {
+    if ((rc = gw_mcp_client_create(p->srv, p->client_id, version, &cl)) != 0) {
         gw_log(GW_LOG_ERROR, "mcp", "cannot create a session: %s",
                gw_strerror(rc));
         msg = gw_rpc_error(rpc->id, GW_RPC_INTERNAL_ERROR,
@@ -228,27 +226,26 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
         return;
     }
     p->srv->stats.requests++;
-    gw_log(GW_LOG_INFO, sess->subject, "session opened on %s (protocol %s)",
+    gw_log(GW_LOG_INFO, cl->subject, "session opened on %s (protocol %s)",
            gw_http_req_path(p->req), version);
     result = initialize_result(version, p->client_id);
     msg = result != NULL ? gw_rpc_result(rpc->id, result) : NULL;
     if (msg == NULL) {
         msg = gw_rpc_error(rpc->id, GW_RPC_INTERNAL_ERROR, "out of memory");
     }
-    gw_mcp_respond(p->req, sess, 200, msg);
+    gw_mcp_respond(p->req, cl, 200, msg);
     cJSON_Delete(msg);
 }
 
 /* ---- dispatch ---- */
 
-static void notification(struct gw_mcp_session *sess, const struct gw_rpc *rpc)
+static void notification(struct gw_mcp_client *cl, const struct gw_rpc *rpc)
 {
     if (strcmp(rpc->method, "notifications/cancelled") == 0) {
         const cJSON *rid =
             cJSON_GetObjectItemCaseSensitive(rpc->params, "requestId");
-        if (!gw_mcp_call_cancel(sess, rid)) {
-            GW_LOG(GW_LOG_DEBUG, sess->subject,
-                   "cancel for no waiting request");
+        if (!gw_mcp_call_cancel(cl, rid)) {
+            GW_LOG(GW_LOG_DEBUG, cl->subject, "cancel for no waiting request");
         }
     }
 }
@@ -256,7 +253,7 @@ static void notification(struct gw_mcp_session *sess, const struct gw_rpc *rpc)
 /* One message of a POST: its reply is put on ex now, later, or never. */
 static void dispatch(struct gw_mcp_exchange *ex, const cJSON *msg)
 {
-    struct gw_mcp_session *sess = ex->sess;
+    struct gw_mcp_client *cl = ex->cl;
     struct gw_rpc rpc;
     cJSON *reply;
     bool started = false;
@@ -271,15 +268,15 @@ static void dispatch(struct gw_mcp_exchange *ex, const cJSON *msg)
         return; /* the server sends no requests: nothing waits for it */
     }
     if (rpc.kind == GW_RPC_NOTIFICATION) {
-        notification(sess, &rpc);
+        notification(cl, &rpc);
         return;
     }
-    sess->srv->stats.requests++;
+    cl->srv->stats.requests++;
     if (strcmp(rpc.method, "ping") == 0) {
         cJSON *empty = cJSON_CreateObject();
         reply = empty != NULL ? gw_rpc_result(rpc.id, empty) : NULL;
     } else if (strcmp(rpc.method, "tools/list") == 0) {
-        reply = gw_mcp_server_tools_list(sess, &rpc);
+        reply = gw_mcp_server_tools_list(cl, &rpc);
     } else if (strcmp(rpc.method, "tools/call") == 0) {
         reply = gw_mcp_server_tools_call(ex, &rpc, &started);
         if (started) {
@@ -362,28 +359,28 @@ static bool is_initialize(const cJSON *root, bool batch, struct gw_rpc *rpc)
 }
 
 /* The messages of a POST that named a session. */
-static void post_messages(struct post *p, struct gw_mcp_session *sess,
+static void post_messages(struct post *p, struct gw_mcp_client *cl,
                           const cJSON *root, bool batch)
 {
     struct gw_mcp_exchange *ex;
     struct gw_rpc rpc;
     const cJSON *msg;
 
-    if (batch && strcmp(sess->version, GW_MCP_PROTOCOL_BATCH) != 0) {
-        gw_mcp_reject(p->srv, p->req, sess->subject, sess, 400,
+    if (batch && strcmp(cl->version, GW_MCP_PROTOCOL_BATCH) != 0) {
+        gw_mcp_reject(p->srv, p->req, cl->subject, cl, 400,
                       GW_RPC_INVALID_REQUEST,
                       "JSON-RPC batches need protocol 2025-03-26");
         return;
     }
     if (batch ? cJSON_GetArraySize(root) == 0
               : gw_rpc_classify(root, &rpc) != 0) {
-        gw_mcp_reject(p->srv, p->req, sess->subject, sess, 400,
+        gw_mcp_reject(p->srv, p->req, cl->subject, cl, 400,
                       GW_RPC_INVALID_REQUEST, "invalid JSON-RPC message");
         return;
     }
-    if ((ex = gw_mcp_exchange_new(sess, p->req, batch)) == NULL) {
+    if ((ex = gw_mcp_exchange_new(cl, p->req, batch)) == NULL) {
         cJSON *err = gw_rpc_error(NULL, GW_RPC_INTERNAL_ERROR, "out of memory");
-        gw_mcp_respond(p->req, sess, 500, err);
+        gw_mcp_respond(p->req, cl, 500, err);
         cJSON_Delete(err);
         return;
     }
@@ -402,7 +399,7 @@ static void on_post(struct post *p)
 {
     struct gw_http_req *req = p->req;
     const char *accept = gw_http_req_header(req, "Accept");
-    struct gw_mcp_session *sess;
+    struct gw_mcp_client *cl;
     struct gw_rpc rpc;
     const char *body;
     size_t len;
@@ -437,15 +434,15 @@ static void on_post(struct post *p)
         gw_mcp_reject(p->srv, req, p->subject, NULL, 400,
                       GW_RPC_INVALID_REQUEST,
                       "unsupported MCP-Protocol-Version");
-    } else if ((sess = session_of(p->srv, req, p->client_id)) != NULL) {
-        post_messages(p, sess, root, batch);
+    } else if ((cl = session_of(p->srv, req, p->client_id)) != NULL) {
+        post_messages(p, cl, root, batch);
     }
     cJSON_Delete(root);
 }
 
 static void on_get(struct post *p)
 {
-    struct gw_mcp_session *sess;
+    struct gw_mcp_client *cl;
 
     if (!lists_type(gw_http_req_header(p->req, "Accept"),
                     "text/event-stream")) {
@@ -460,14 +457,14 @@ static void on_get(struct post *p)
                       "unsupported MCP-Protocol-Version");
         return;
     }
-    if ((sess = session_of(p->srv, p->req, p->client_id)) != NULL) {
-        gw_mcp_stream_open(sess, p->req);
+    if ((cl = session_of(p->srv, p->req, p->client_id)) != NULL) {
+        gw_mcp_stream_open(cl, p->req);
     }
 }
 
 static void on_delete(struct post *p)
 {
-    struct gw_mcp_session *sess;
+    struct gw_mcp_client *cl;
 
     if (!version_header_ok(p->req)) {
         gw_mcp_reject(p->srv, p->req, p->subject, NULL, 400,
@@ -475,9 +472,9 @@ static void on_delete(struct post *p)
                       "unsupported MCP-Protocol-Version");
         return;
     }
-    if ((sess = session_of(p->srv, p->req, p->client_id)) != NULL) {
-        gw_mcp_respond(p->req, sess, 200, NULL);
-        gw_mcp_session_end(sess, "deleted by the client");
+    if ((cl = session_of(p->srv, p->req, p->client_id)) != NULL) {
+        gw_mcp_respond(p->req, cl, 200, NULL);
+        gw_mcp_client_end(cl, "deleted by the client");
     }
 }
 
@@ -526,7 +523,8 @@ bool gw_mcp_server_handle(struct gw_mcp_server *srv, struct gw_http_req *req)
 
 /* ---- the server ---- */
 
-int gw_mcp_server_create(struct gw_instance *inst, struct gw_mcp_server **out)
+int gw_mcp_server_init(const struct gw_mcp_server_env *env,
+                       struct gw_mcp_server **out)
 {
     struct gw_mcp_server *srv = calloc(1, sizeof(*srv));
     int rc;
@@ -535,18 +533,22 @@ int gw_mcp_server_create(struct gw_instance *inst, struct gw_mcp_server **out)
     if (srv == NULL) {
         return GW_ENOMEM;
     }
-    srv->inst = inst;
-    if ((rc = gw_mcp_sessions_start(srv)) != 0) {
+    srv->env = *env;
+    if ((rc = gw_mcp_clients_start(srv)) != 0) {
         return rc; /* srv is freed */
     }
     *out = srv;
     return 0;
 }
 
-void gw_mcp_server_destroy(struct gw_mcp_server *srv)
+void gw_mcp_server_close(struct gw_mcp_server *srv,
+                         void (*cb)(struct gw_mcp_server *srv, void *arg),
+                         void *arg)
 {
     if (srv != NULL) {
-        gw_mcp_sessions_stop(srv);
+        srv->close_cb = cb;
+        srv->close_arg = arg;
+        gw_mcp_clients_stop(srv);
     }
 }
 
@@ -554,7 +556,7 @@ void gw_mcp_server_device_changed(struct gw_mcp_server *srv,
                                   const struct gw_device *dev)
 {
     if (srv != NULL && dev != NULL) {
-        gw_mcp_sessions_tools_changed(srv, dev->client_id);
+        gw_mcp_clients_tools_changed(srv, dev->client_id);
     }
 }
 

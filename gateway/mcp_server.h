@@ -9,10 +9,10 @@
 
 #include <stdbool.h>
 
-#include "gateway/device.h"
+#include "gateway/config_hold.h"
+#include "gateway/device_table.h"
 #include "gateway/http_server.h"
 
-struct gw_instance;
 struct gw_mcp_server;
 
 struct gw_mcp_server_stats {
@@ -23,10 +23,24 @@ struct gw_mcp_server_stats {
     uint64_t streams_open; /* GET streams now open (a gauge) */
 };
 
-GW_MUST_CHECK int gw_mcp_server_create(struct gw_instance *inst,
-                                       struct gw_mcp_server **out);
-/* Ends every stream and session; pending tool calls are abandoned. */
-void gw_mcp_server_destroy(struct gw_mcp_server *srv);
+/* What the MCP server needs of the instance. */
+struct gw_mcp_server_env {
+    uv_loop_t *loop;
+    const struct gw_config_live *config;
+    struct gw_device_table *devices;
+};
+
+/* Starts the server's sweep timer (idle clients, keepalives). */
+GW_MUST_CHECK int gw_mcp_server_init(const struct gw_mcp_server_env *env,
+                                     struct gw_mcp_server **out);
+/*
+ * Ends every stream and client session (pending tool calls are
+ * abandoned) before returning; cb (may be NULL) runs once the timer has
+ * closed, and srv is freed after it.
+ */
+void gw_mcp_server_close(struct gw_mcp_server *srv,
+                         void (*cb)(struct gw_mcp_server *srv, void *arg),
+                         void *arg);
 
 /*
  * Serves req if its path is /mcp or /mcp/devices/{clientId} (returns

@@ -1,6 +1,6 @@
 /*
  * Internals of the MCP server shared by mcp_server.c (HTTP requests and
- * the JSON-RPC methods) and mcp_session.c (sessions, their GET streams,
+ * the JSON-RPC methods) and mcp_server_clients.c (clients, their GET streams,
  * their waiting tool calls, the idle and keepalive timer).
  */
 #ifndef GW_MCP_SERVER_INT_H
@@ -26,17 +26,17 @@
  * revision that allows JSON-RPC batches. */
 #define GW_MCP_PROTOCOL_BATCH "2025-03-26"
 
-/* One GET stream (server-sent events) of a session. */
+/* One GET stream (server-sent events) of a client. */
 struct gw_mcp_stream {
-    struct gw_mcp_stream *prev, *next; /* in the session's list, newest first */
-    struct gw_mcp_session *sess;
+    struct gw_mcp_stream *prev, *next; /* in the client's list, newest first */
+    struct gw_mcp_client *cl;
     struct gw_http_req *req;
     uint64_t last_write_ms; /* for the keepalive comment */
 };
 
 /* One POST whose answer waits for tool calls (or is being built). */
 struct gw_mcp_exchange {
-    struct gw_mcp_session *sess;
+    struct gw_mcp_client *cl;
     struct gw_http_req *req;
     cJSON *replies;   /* the responses gathered so far (an array) */
     bool batch;       /* answer with the array, else with its one item */
@@ -44,17 +44,17 @@ struct gw_mcp_exchange {
     unsigned waiting; /* calls not yet ended */
 };
 
-/* One tools/call sent to a device for a session. */
+/* One tools/call sent to a device for a client. */
 struct gw_mcp_call {
-    struct gw_mcp_call *prev, *next; /* in the session's list */
-    struct gw_mcp_session *sess;
+    struct gw_mcp_call *prev, *next; /* in the client's list */
+    struct gw_mcp_client *cl;
     struct gw_mcp_exchange *ex; /* NULL once the client went away */
     cJSON *id;                  /* the client's JSON-RPC id (a copy) */
     uint64_t handle;
     char client_id[GW_CLIENT_ID_MAX + 1];
 };
 
-struct gw_mcp_session {
+struct gw_mcp_client {
     UT_hash_handle hh; /* in the server's table, by id */
     struct gw_mcp_server *srv;
     char id[GW_MCP_SESSION_ID_LEN + 1];
@@ -68,40 +68,42 @@ struct gw_mcp_session {
 };
 
 struct gw_mcp_server {
-    struct gw_instance *inst;
-    struct gw_mcp_session *sessions; /* uthash by id */
-    size_t n_sessions;
+    struct gw_mcp_server_env env;
+    void (*close_cb)(struct gw_mcp_server *srv, void *arg);
+    void *close_arg;
+    struct gw_mcp_client *clients; /* uthash by id */
+    size_t n_clients;
     uv_timer_t timer; /* idle expiry and keepalives; frees srv on close */
     struct gw_mcp_server_stats stats;
 };
 
-/* ---- mcp_session.c ---- */
+/* ---- mcp_server_clients.c ---- */
 
 /* Starts the sweep timer; on failure srv is freed (now or on close). */
-GW_MUST_CHECK int gw_mcp_sessions_start(struct gw_mcp_server *srv);
-/* Ends every session, then closes the timer, whose callback frees srv. */
-void gw_mcp_sessions_stop(struct gw_mcp_server *srv);
+GW_MUST_CHECK int gw_mcp_clients_start(struct gw_mcp_server *srv);
+/* Ends every client, then closes the timer, whose callback frees srv. */
+void gw_mcp_clients_stop(struct gw_mcp_server *srv);
 
-/* A new session bound to client_id ("" = aggregated); makes room at
+/* A new client bound to client_id ("" = aggregated); makes room at
  * mcp.max_sessions by expiring the least recently used one. */
-GW_MUST_CHECK int gw_mcp_session_create(struct gw_mcp_server *srv,
-                                        const char *client_id,
-                                        const char *version,
-                                        struct gw_mcp_session **out);
-struct gw_mcp_session *gw_mcp_session_find(struct gw_mcp_server *srv,
-                                           const char *id);
-void gw_mcp_session_touch(struct gw_mcp_session *sess);
+GW_MUST_CHECK int gw_mcp_client_create(struct gw_mcp_server *srv,
+                                       const char *client_id,
+                                       const char *version,
+                                       struct gw_mcp_client **out);
+struct gw_mcp_client *gw_mcp_client_find(struct gw_mcp_server *srv,
+                                         const char *id);
+void gw_mcp_client_touch(struct gw_mcp_client *cl);
 /* Streams end, waiting calls are answered -32004, the id is forgotten. */
-void gw_mcp_session_end(struct gw_mcp_session *sess, const char *why);
+void gw_mcp_client_end(struct gw_mcp_client *cl, const char *why);
 
 /* Begins a GET stream on req; on failure req has been answered. */
-void gw_mcp_stream_open(struct gw_mcp_session *sess, struct gw_http_req *req);
-/* notifications/tools/list_changed to the sessions that see dev. */
-void gw_mcp_sessions_tools_changed(struct gw_mcp_server *srv,
-                                   const char *client_id);
+void gw_mcp_stream_open(struct gw_mcp_client *cl, struct gw_http_req *req);
+/* notifications/tools/list_changed to the clients that see dev. */
+void gw_mcp_clients_tools_changed(struct gw_mcp_server *srv,
+                                  const char *client_id);
 
-/* An exchange for a POST of sess (NULL on OOM). */
-struct gw_mcp_exchange *gw_mcp_exchange_new(struct gw_mcp_session *sess,
+/* An exchange for a POST of cl (NULL on OOM). */
+struct gw_mcp_exchange *gw_mcp_exchange_new(struct gw_mcp_client *cl,
                                             struct gw_http_req *req,
                                             bool batch);
 /* Adds one response (moved; NULL = out of memory, becomes -32603). */
@@ -115,30 +117,30 @@ struct gw_mcp_call *gw_mcp_call_add(struct gw_mcp_exchange *ex, const cJSON *id,
 /* Ends a call with reply (moved) and frees it. */
 void gw_mcp_call_finish(struct gw_mcp_call *call, cJSON *reply);
 /* notifications/cancelled: true if request_id named a waiting call. */
-bool gw_mcp_call_cancel(struct gw_mcp_session *sess, const cJSON *request_id);
+bool gw_mcp_call_cancel(struct gw_mcp_client *cl, const cJSON *request_id);
 
 /* ---- mcp_server_tools.c ---- */
 
 /* The reply to tools/list (NULL on OOM). */
-cJSON *gw_mcp_server_tools_list(struct gw_mcp_session *sess,
+cJSON *gw_mcp_server_tools_list(struct gw_mcp_client *cl,
                                 const struct gw_rpc *rpc);
 /* The reply to tools/call now, or NULL with *started when the call went
  * to the device and its reply comes through ex later. */
 cJSON *gw_mcp_server_tools_call(struct gw_mcp_exchange *ex,
                                 const struct gw_rpc *rpc, bool *started);
 
-/* ---- shared answers (mcp_session.c) ---- */
+/* ---- shared answers (mcp_server_clients.c) ---- */
 
-/* Answers req with msg as JSON (not moved; NULL = no body) and, when sess
+/* Answers req with msg as JSON (not moved; NULL = no body) and, when cl
  * is given, its Mcp-Session-Id header. */
-void gw_mcp_respond(struct gw_http_req *req, const struct gw_mcp_session *sess,
+void gw_mcp_respond(struct gw_http_req *req, const struct gw_mcp_client *cl,
                     int status, const cJSON *msg);
 /*
  * A refusal: logged once as a warning under subject, counted, answered
  * with status and a JSON-RPC error without id (code, message).
  */
 void gw_mcp_reject(struct gw_mcp_server *srv, struct gw_http_req *req,
-                   const char *subject, const struct gw_mcp_session *sess,
+                   const char *subject, const struct gw_mcp_client *cl,
                    int status, int code, const char *message);
 
 #endif /* GW_MCP_SERVER_INT_H */

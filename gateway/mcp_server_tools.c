@@ -8,7 +8,6 @@
 
 #include "codec/jsonrpc.h"
 #include "codec/mcp_tools.h"
-#include "gateway/instance.h"
 #include "common/log.h"
 #include "gateway/mcp_server_int.h"
 
@@ -17,10 +16,14 @@
 
 /* ---- tools/list ---- */
 
+static bool expose_user_tools(const struct gw_mcp_server *srv)
+{
+    return gw_config_live_get(srv->env.config)->mcp.expose_user_tools;
+}
+
 static bool tool_hidden(const struct gw_mcp_server *srv, const cJSON *tool)
 {
-    return !gw_instance_config(srv->inst)->mcp.expose_user_tools &&
-           gw_mcp_tool_user_only(tool);
+    return !gw_tool_visible(tool, GW_TOOLS_FOR_CLIENT, expose_user_tools(srv));
 }
 
 /* A copy of a device's tool as the session shows it; NULL on OOM. */
@@ -115,7 +118,12 @@ static bool page_add_device(const struct gw_mcp_server *srv, struct page *pg,
     char name[GW_MCP_TOOL_NAME_MAX + 1];
     const cJSON *tool;
 
-    cJSON_ArrayForEach(tool, dev->tools)
+    /* Only a complete list is shown: a tool missing from a cut one could
+     * not be called anyway (tool_cache.h). */
+    if (!gw_tool_cache_complete(&dev->tools)) {
+        return true;
+    }
+    cJSON_ArrayForEach(tool, dev->tools.tools)
     {
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(tool, "name");
         if (!cJSON_IsString(n) || tool_hidden(srv, tool)) {
@@ -143,10 +151,10 @@ static bool page_add_device(const struct gw_mcp_server *srv, struct page *pg,
     return true;
 }
 
-cJSON *gw_mcp_server_tools_list(struct gw_mcp_session *sess,
+cJSON *gw_mcp_server_tools_list(struct gw_mcp_client *cl,
                                 const struct gw_rpc *rpc)
 {
-    struct gw_mcp_server *srv = sess->srv;
+    struct gw_mcp_server *srv = cl->srv;
     struct page pg = {0};
     const struct gw_device *dev;
     cJSON *res;
@@ -160,14 +168,14 @@ cJSON *gw_mcp_server_tools_list(struct gw_mcp_session *sess,
         cJSON_Delete(res);
         return NULL;
     }
-    if (sess->client_id[0] != '\0') {
-        dev = gw_devices_find(&srv->inst->devices, sess->client_id);
-        if (dev != NULL && dev->online) {
+    if (cl->client_id[0] != '\0') {
+        dev = gw_device_find(srv->env.devices, cl->client_id);
+        if (dev != NULL) {
             (void)page_add_device(srv, &pg, dev, false);
         }
     } else {
-        for (dev = srv->inst->devices.table; dev != NULL; dev = dev->hh.next) {
-            if (dev->online && !page_add_device(srv, &pg, dev, true)) {
+        for (dev = srv->env.devices->by_id; dev != NULL; dev = dev->hh.next) {
+            if (!page_add_device(srv, &pg, dev, true)) {
                 break;
             }
         }
@@ -228,7 +236,7 @@ static void on_call_reply(void *arg, const struct gw_mcp_reply *reply)
         }
         break;
     default:
-        gw_log(GW_LOG_INFO, call->sess->subject, "tools/call to %s: %s",
+        gw_log(GW_LOG_INFO, call->cl->subject, "tools/call to %s: %s",
                call->client_id, gw_mcp_outcome_name(reply->outcome));
         if ((body = cJSON_Duplicate(reply->error, true)) != NULL) {
             msg = gw_rpc_error_with(call->id, body);
@@ -240,20 +248,19 @@ static void on_call_reply(void *arg, const struct gw_mcp_reply *reply)
 
 /* The device a tools/call names, and the device's own name of the tool;
  * NULL with *err set (a JSON-RPC error) otherwise. */
-static struct gw_device *call_target(struct gw_mcp_session *sess,
+static struct gw_device *call_target(struct gw_mcp_client *cl,
                                      const struct gw_rpc *rpc, const char *name,
                                      const char **tool, cJSON **err)
 {
-    struct gw_devices *devs = &sess->srv->inst->devices;
+    struct gw_device_table *devs = cl->srv->env.devices;
     char label[GW_MCP_LABEL_LEN + 1], text[GW_CLIENT_ID_MAX + 64];
     struct gw_device *dev;
 
     *tool = name;
-    if (sess->client_id[0] != '\0') {
-        dev = gw_devices_find(devs, sess->client_id);
-        if (dev == NULL || !dev->online) {
-            snprintf(text, sizeof(text), "device %s is offline",
-                     sess->client_id);
+    if (cl->client_id[0] != '\0') {
+        dev = gw_device_find(devs, cl->client_id);
+        if (dev == NULL) {
+            snprintf(text, sizeof(text), "device %s is offline", cl->client_id);
             *err = gw_rpc_error(rpc->id, GW_RPC_DEVICE_OFFLINE, text);
             return NULL;
         }
@@ -265,46 +272,24 @@ static struct gw_device *call_target(struct gw_mcp_session *sess,
         *err = gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS, text);
         return NULL;
     }
-    dev = gw_devices_find_label(devs, label);
-    if (dev == NULL || !dev->online) {
-        if (dev == NULL) {
-            snprintf(text, sizeof(text), "no online device has label %s",
-                     label);
-        } else {
-            snprintf(text, sizeof(text), "device %s is offline",
-                     dev->client_id);
-        }
+    dev = gw_device_find_label(devs, label);
+    if (dev == NULL) {
+        snprintf(text, sizeof(text), "no online device has label %s", label);
         *err = gw_rpc_error(rpc->id, GW_RPC_DEVICE_OFFLINE, text);
         return NULL;
     }
     return dev;
 }
 
-/* A tool the session may not see is unknown to it. */
-static bool call_hidden(const struct gw_mcp_server *srv,
-                        const struct gw_device *dev, const char *tool)
-{
-    const cJSON *t;
-
-    cJSON_ArrayForEach(t, dev->tools)
-    {
-        const cJSON *n = cJSON_GetObjectItemCaseSensitive(t, "name");
-        if (cJSON_IsString(n) && strcmp(n->valuestring, tool) == 0) {
-            return tool_hidden(srv, t);
-        }
-    }
-    return false;
-}
-
 cJSON *gw_mcp_server_tools_call(struct gw_mcp_exchange *ex,
                                 const struct gw_rpc *rpc, bool *started)
 {
-    struct gw_mcp_session *sess = ex->sess;
-    struct gw_mcp_server *srv = sess->srv;
+    struct gw_mcp_client *cl = ex->cl;
+    struct gw_mcp_server *srv = cl->srv;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(rpc->params, "name");
     const cJSON *args =
         cJSON_GetObjectItemCaseSensitive(rpc->params, "arguments");
-    char text[GW_MCP_TOOL_NAME_MAX + 32];
+    char why[256];
     struct gw_mcp_call *call;
     struct gw_device *dev;
     const char *tool;
@@ -318,14 +303,16 @@ cJSON *gw_mcp_server_tools_call(struct gw_mcp_exchange *ex,
         return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS,
                             "tools/call arguments must be an object");
     }
-    if ((dev = call_target(sess, rpc, name->valuestring, &tool, &err)) ==
-        NULL) {
+    if ((dev = call_target(cl, rpc, name->valuestring, &tool, &err)) == NULL) {
         return err;
     }
-    if (call_hidden(srv, dev, tool)) {
-        snprintf(text, sizeof(text), "Unknown tool: %.*s", GW_MCP_TOOL_NAME_MAX,
-                 name->valuestring);
-        return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS, text);
+    /* The allow-list decides (tool_cache.h); a refusal names the tool as
+     * the client wrote it. */
+    if (!gw_tool_cache_may_call(&dev->tools, GW_TOOLS_FOR_CLIENT, tool,
+                                expose_user_tools(srv), why, sizeof(why))) {
+        gw_log(GW_LOG_WARN, cl->subject, "tools/call %s on %s refused: %s",
+               tool, dev->client_id, why);
+        return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS, why);
     }
     params = cJSON_CreateObject();
     if (params == NULL ||
@@ -338,11 +325,10 @@ cJSON *gw_mcp_server_tools_call(struct gw_mcp_exchange *ex,
         cJSON_Delete(params);
         return gw_rpc_error(rpc->id, GW_RPC_INTERNAL_ERROR, "out of memory");
     }
-    GW_LOG(GW_LOG_DEBUG, sess->subject, "tools/call %s on %s", tool,
+    GW_LOG(GW_LOG_DEBUG, cl->subject, "tools/call %s on %s", tool,
            dev->client_id);
-    gw_devices_request(&srv->inst->devices, dev->client_id, "tools/call",
-                       params, 0, GW_MCP_FROM_CLIENT, on_call_reply, call,
-                       &call->handle);
+    gw_mcp_request(&srv->env.devices->links, &dev->link, "tools/call", params,
+                   0, GW_MCP_FROM_CLIENT, on_call_reply, call, &call->handle);
     *started = true;
     return NULL;
 }

@@ -11,10 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/hash.h"
-
-#include "gateway/http_api.h"
-#include "gateway/instance.h"
 #include "gateway/mcp_server.h"
 
 #define INITIAL_CAP 16384
@@ -116,20 +112,20 @@ static void gauge(struct out *o, const char *name, const char *help, uint64_t n)
 
 /* ---- the families ------------------------------------------------------ */
 
-static void sessions_part(struct out *o, const struct gw_instance *inst)
+static void sessions_part(struct out *o, const struct gw_metrics_sources *src)
 {
-    const struct gw_instance_stats *st = &inst->stats;
+    const struct gw_counters *st = src->counters;
 
     family(o, "hybridgw_uptime_seconds", "gauge",
            "Seconds since the instance started.");
     put(o, "hybridgw_uptime_seconds %.3f\n",
-        (double)(uv_now(inst->loop) - inst->started_ms) / 1000.0);
+        (double)(uv_now(src->loop) - src->started_ms) / 1000.0);
     gauge(o, "hybridgw_sessions", "Voice sessions now open.",
-          HASH_COUNT(inst->sessions));
+          gw_sessions_live(src->sessions));
     gauge(o, "hybridgw_devices_online", "Devices now online.",
-          gw_devices_online_count(&inst->devices));
+          gw_device_table_online(src->devices));
     gauge(o, "hybridgw_broker_up", "1 while the broker link is up.",
-          inst->mqtt != NULL && gw_mqtt_link_is_up(inst->mqtt));
+          src->mqtt != NULL && gw_mqtt_link_is_up(src->mqtt));
     counter(o, "hybridgw_sessions_started_total", "Voice sessions started.",
             st->sessions_started);
     family(o, "hybridgw_sessions_ended_total", "counter",
@@ -185,11 +181,11 @@ static void histogram(struct out *o, const char *name, const char *help,
     put(o, "%s_count %llu\n", name, (unsigned long long)cum);
 }
 
-static void transport_part(struct out *o, const struct gw_instance *inst)
+static void transport_part(struct out *o, const struct gw_metrics_sources *src)
 {
-    if (inst->udp != NULL) {
+    if (src->udp != NULL) {
         struct gw_udp_audio_stats us;
-        gw_udp_audio_get_stats(inst->udp, &us);
+        gw_udp_audio_get_stats(src->udp, &us);
         counter(o, "hybridgw_udp_received_total", "UDP datagrams read.",
                 us.rx_packets);
         counter(o, "hybridgw_udp_sent_total", "UDP audio datagrams sent.",
@@ -206,9 +202,9 @@ static void transport_part(struct out *o, const struct gw_instance *inst)
                   gw_udp_relay_bounds_us, us.relay_le, GW_UDP_RELAY_BUCKETS,
                   us.relay_sum_us, 1e6);
     }
-    if (inst->bws != NULL) {
+    if (src->bws != NULL) {
         struct gw_backend_ws_stats bs;
-        gw_backend_ws_get_stats(inst->bws, &bs);
+        gw_backend_ws_get_stats(src->bws, &bs);
         gauge(o, "hybridgw_backend_connections",
               "Backend WebSockets open or closing.", bs.live);
         counter(o, "hybridgw_backend_connects_total",
@@ -236,9 +232,9 @@ static void transport_part(struct out *o, const struct gw_instance *inst)
                 "Messages dropped on a full backend send queue.",
                 bs.tx_dropped);
     }
-    if (inst->mqtt != NULL) {
+    if (src->mqtt != NULL) {
         struct gw_mqtt_link_stats ms;
-        gw_mqtt_link_get_stats(inst->mqtt, &ms);
+        gw_mqtt_link_get_stats(src->mqtt, &ms);
         counter(o, "hybridgw_mqtt_connects_total", "Broker connections made.",
                 ms.connects);
         counter(o, "hybridgw_mqtt_disconnects_total",
@@ -264,9 +260,9 @@ static void latency_part(struct out *o, const struct gw_mcp_stats *st)
               st->latency_le, GW_MCP_LATENCY_BUCKETS, st->latency_sum_ms, 1e3);
 }
 
-static void mcp_part(struct out *o, const struct gw_instance *inst)
+static void mcp_part(struct out *o, const struct gw_metrics_sources *src)
 {
-    const struct gw_mcp_stats *st = &inst->devices.stats;
+    const struct gw_mcp_stats *st = &src->devices->links.stats;
 
     family(o, "hybridgw_mcp_requests_total", "counter",
            "Requests to devices' MCP servers, by origin and outcome.");
@@ -288,9 +284,9 @@ static void mcp_part(struct out *o, const struct gw_instance *inst)
             st->discoveries);
     counter(o, "hybridgw_mcp_list_changed_total",
             "tools/list_changed notifications from devices.", st->list_changed);
-    if (inst->mcp_server != NULL) {
+    if (src->mcp_server != NULL) {
         struct gw_mcp_server_stats ss;
-        gw_mcp_server_get_stats(inst->mcp_server, &ss);
+        gw_mcp_server_get_stats(src->mcp_server, &ss);
         counter(o, "hybridgw_mcp_server_sessions_opened_total",
                 "MCP server sessions opened.", ss.sessions_opened);
         counter(o, "hybridgw_mcp_server_sessions_expired_total",
@@ -304,14 +300,15 @@ static void mcp_part(struct out *o, const struct gw_instance *inst)
     }
 }
 
-static void http_part(struct out *o, const struct gw_instance *inst)
+static void http_part(struct out *o, const struct gw_metrics_sources *src)
 {
     char code[8];
 
     family(o, "hybridgw_http_responses_total", "counter",
            "HTTP API responses, by status code.");
-    for (int status = 100; status <= 599 && inst->api != NULL; status++) {
-        uint64_t n = gw_http_api_responses(inst->api, status);
+    for (int status = 100; status <= 599 && src->http_responses != NULL;
+         status++) {
+        uint64_t n = src->http_responses(src->http_arg, status);
         if (n > 0) {
             snprintf(code, sizeof(code), "%d", status);
             sample(o, "hybridgw_http_responses_total", "code", code, n);
@@ -319,7 +316,8 @@ static void http_part(struct out *o, const struct gw_instance *inst)
     }
 }
 
-int gw_metrics_format(const struct gw_instance *inst, char **out, size_t *len)
+int gw_metrics_format(const struct gw_metrics_sources *src, char **out,
+                      size_t *len)
 {
     struct out o = {.buf = malloc(INITIAL_CAP), .cap = INITIAL_CAP};
 
@@ -327,10 +325,10 @@ int gw_metrics_format(const struct gw_instance *inst, char **out, size_t *len)
         return GW_ENOMEM;
     }
     o.buf[0] = '\0';
-    sessions_part(&o, inst);
-    transport_part(&o, inst);
-    mcp_part(&o, inst);
-    http_part(&o, inst);
+    sessions_part(&o, src);
+    transport_part(&o, src);
+    mcp_part(&o, src);
+    http_part(&o, src);
     if (o.oom) {
         free(o.buf);
         return GW_ENOMEM;

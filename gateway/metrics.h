@@ -6,13 +6,39 @@
 #define GW_METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
 
 #include "common/error.h"
+#include "common/mqtt_link.h"
+#include "gateway/backend_ws.h"
+#include "gateway/counters.h"
+#include "gateway/device_table.h"
+#include "gateway/session.h"
+#include "gateway/udp_audio.h"
 
-struct gw_instance;
+struct gw_mcp_server;
+
+/* Where the figures come from; any pointer may be NULL but the first
+ * four. */
+struct gw_metrics_sources {
+    uv_loop_t *loop;
+    const struct gw_counters *counters;
+    const struct gw_sessions *sessions;
+    const struct gw_device_table *devices;
+    uint64_t started_ms; /* loop time at start, for uptime */
+    struct gw_mqtt_link *mqtt;
+    struct gw_udp_audio *udp;
+    struct gw_backend_ws *bws;
+    const struct gw_mcp_server *mcp_server;
+    /* Responses sent with an HTTP status, when the API runs. */
+    uint64_t (*http_responses)(const void *arg, int status);
+    const void *http_arg;
+};
 
 /* The whole exposition as a heap string (free()); GW_ENOMEM. */
-GW_MUST_CHECK int gw_metrics_format(const struct gw_instance *inst, char **out,
-                                    size_t *len);
+GW_MUST_CHECK int gw_metrics_format(const struct gw_metrics_sources *src,
+                                    char **out, size_t *len);
 
 #endif /* GW_METRICS_H */

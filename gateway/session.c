@@ -1,8 +1,9 @@
 /*
- * The session state machine: CONNECTING_BACKEND -> ACTIVE -> CLOSING.
- * A session is unlinked from the instance's table the moment it ends, so a
- * late event of an old session (its WebSocket closing, say) can only touch
- * that old session, never a newer one of the same device.
+ * The session state machine: CONNECTING_BACKEND -> ACTIVE -> CLOSING, and
+ * the session table whose lists those states name. A session lets go of
+ * its device record the moment it ends, so a late event of an old session
+ * (its WebSocket closing, say) can only touch that old session, never a
+ * newer one of the same device.
  */
 #include "gateway/session.h"
 
@@ -14,32 +15,24 @@
 
 #include "crypto/credential.h"
 #include "crypto/session_keys.h"
-#include "gateway/instance.h"
+#include "common/assert.h"
 #include "common/log.h"
-#include "gateway/mcp_relay.h"
 #include "gateway/router.h"
 
 #define SERVER_HELLO_MAX 1024
-/* Devices cap incoming payloads at 8192 bytes (PROTOCOL.md section 2). */
-#define DEVICE_PAYLOAD_MAX 8192
+/* Devices cap incoming payloads (docs/protocol.md section 2). */
+#define DEVICE_PAYLOAD_MAX GW_ENVELOPE_DEVICE_MAX
 
 static const char *const end_names[GW_END_COUNT_] = {
-    [GW_END_DEVICE_GOODBYE] = "device goodbye",
-    [GW_END_BACKEND_CLOSED] = "backend closed",
-    [GW_END_BACKEND_GOODBYE] = "backend goodbye",
-    [GW_END_BACKEND_UNAVAILABLE] = "backend unavailable",
-    [GW_END_BACKEND_HELLO_TIMEOUT] = "backend hello timeout",
-    [GW_END_UDP_IDLE] = "udp idle timeout",
-    [GW_END_DEVICE_OFFLINE] = "device offline",
-    [GW_END_REPLACED] = "replaced by a new hello",
-    [GW_END_SHUTDOWN] = "shutdown",
-    [GW_END_ERROR] = "local error",
+#define XX(name, text) [GW_END_##name] = text,
+    GW_SESSION_END_MAP(XX)
+#undef XX
 };
 
-static const char *const state_names[] = {
-    [GW_SESSION_CONNECTING_BACKEND] = "CONNECTING_BACKEND",
-    [GW_SESSION_ACTIVE] = "ACTIVE",
-    [GW_SESSION_CLOSING] = "CLOSING",
+static const char *const state_names[GW_SESSION_STATE_COUNT_] = {
+#define XX(name, text) [GW_SESSION_##name] = text,
+    GW_SESSION_STATE_MAP(XX)
+#undef XX
 };
 
 const char *gw_session_end_name(enum gw_session_end why)
@@ -49,12 +42,17 @@ const char *gw_session_end_name(enum gw_session_end why)
 
 const char *gw_session_state_name(enum gw_session_state state)
 {
-    return (unsigned)state <= GW_SESSION_CLOSING ? state_names[state] : "?";
+    return (unsigned)state < GW_SESSION_STATE_COUNT_ ? state_names[state] : "?";
+}
+
+static const struct gw_session_env *env_of(const struct gw_session *s)
+{
+    return &s->table->env;
 }
 
 static uint64_t age_ms(const struct gw_session *s)
 {
-    return uv_now(s->inst->loop) - s->started_ms;
+    return uv_now(env_of(s)->loop) - s->started_ms;
 }
 
 static void set_subject(struct gw_session *s)
@@ -63,26 +61,40 @@ static void set_subject(struct gw_session *s)
              s->session_id[0] != '\0' ? s->session_id : "-");
 }
 
-/* The one place the state changes. */
+/* The one place the state changes, and with it the session's list. */
 static void set_state(struct gw_session *s, enum gw_session_state next)
 {
+    struct gw_sessions *t = s->table;
+
     GW_LOG(GW_LOG_DEBUG, s->subject, "state %s -> %s (age %llu ms)",
            gw_session_state_name(s->state), gw_session_state_name(next),
            (unsigned long long)age_ms(s));
+    GW_ASSERT(s->state != GW_SESSION_CLOSING);
+    if (next == GW_SESSION_CLOSING) {
+        gw_list_unlink(&s->node);
+        t->n_live--;
+        gw_list_insert_tail(&t->closing, &s->node);
+        t->n_closing++;
+    }
     s->state = next;
 }
 
+/* Memory goes only once every handle has closed. */
 static void maybe_free(struct gw_session *s)
 {
+    struct gw_sessions *t = s->table;
+
     if (s->state != GW_SESSION_CLOSING || !s->timer_closed || s->ws != NULL) {
         return;
     }
-    struct gw_instance *inst = s->inst;
-    struct gw_config_hold *hold = s->hold;
+    gw_list_unlink(&s->node);
+    t->n_closing--;
+    gw_config_hold_release(s->hold);
     gw_device_hello_free(&s->hello);
     free(s);
-    gw_instance_release_config(inst, hold);
-    gw_instance_session_freed(inst);
+    if (t->n_live == 0 && t->n_closing == 0 && t->on_empty != NULL) {
+        t->on_empty(t, t->on_empty_arg);
+    }
 }
 
 static void on_timer_closed(uv_handle_t *handle)
@@ -99,7 +111,7 @@ static void try_next_backend(struct gw_session *s);
 
 static void activate(struct gw_session *s, const struct gw_audio_params *audio)
 {
-    struct gw_instance *inst = s->inst;
+    const struct gw_session_env *env = env_of(s);
     const struct gw_config *cfg = s->hold->cfg;
     uint8_t key[16], nonce[16];
     uint32_t ssrc;
@@ -110,8 +122,8 @@ static void activate(struct gw_session *s, const struct gw_audio_params *audio)
     set_subject(s);
     if ((rc = gw_session_keys_random_key(key)) != 0 ||
         (rc = gw_session_keys_unique_ssrc(&ssrc, gw_udp_audio_ssrc_in_use,
-                                          inst->udp)) != 0 ||
-        (rc = gw_udp_peer_start(inst->udp, &s->udp, ssrc, key,
+                                          env->udp)) != 0 ||
+        (rc = gw_udp_peer_start(env->udp, &s->udp, ssrc, key,
                                 s->hello.audio.frame_duration, s)) != 0) {
         OPENSSL_cleanse(key, sizeof(key));
         gw_log(GW_LOG_ERROR, s->subject, "cannot start UDP peer: %s",
@@ -122,7 +134,7 @@ static void activate(struct gw_session *s, const struct gw_audio_params *audio)
     gw_udp_peer_set_subject(&s->udp, s->subject);
     gw_session_keys_nonce(ssrc, nonce);
     int public_port = cfg->udp.public_port > 0 ? cfg->udp.public_port
-                                               : gw_udp_audio_port(inst->udp);
+                                               : gw_udp_audio_port(env->udp);
     rc = gw_server_hello_build(s->session_id, audio, cfg->udp.public_host,
                                (uint16_t)public_port, key, nonce, hello,
                                sizeof(hello), &len);
@@ -137,7 +149,7 @@ static void activate(struct gw_session *s, const struct gw_audio_params *audio)
     set_state(s, GW_SESSION_ACTIVE);
     uv_timer_start(&s->timer, s->timer.timer_cb,
                    (uint64_t)cfg->limits.udp_idle_timeout_ms, 0);
-    if (gw_instance_publish_device(inst, s->client_id, hello, len) != 0) {
+    if (gw_publish_json(env->pub, s->client_id, hello, len) != 0) {
         gw_log(GW_LOG_WARN, s->subject, "server hello not sent: broker away");
     }
     gw_log(GW_LOG_INFO, s->subject, "session active after %llu ms",
@@ -154,12 +166,13 @@ static bool is_tts_start(const struct gw_envelope *env)
 /* Backend JSON for the device: validated, then passed on byte for byte. */
 static void relay_to_device(struct gw_session *s, const char *text, size_t len)
 {
-    struct gw_instance *inst = s->inst;
+    const struct gw_session_env *senv = env_of(s);
+    struct gw_counters *counters = senv->counters;
     struct gw_envelope env;
     int rc = gw_envelope_parse(text, len, DEVICE_PAYLOAD_MAX, &env);
 
     if (rc != 0) {
-        inst->stats.refused[GW_REFUSE_BACKEND]++;
+        counters->refused[GW_REFUSE_BACKEND]++;
         gw_log(GW_LOG_WARN, s->subject, "backend message refused: %s",
                gw_strerror(rc));
         return;
@@ -170,19 +183,26 @@ static void relay_to_device(struct gw_session *s, const char *text, size_t len)
                !cJSON_IsString(
                    cJSON_GetObjectItemCaseSensitive(env.root, "state"))) {
         /* Older firmware crashes on a tts message without a state. */
-        inst->stats.refused[GW_REFUSE_BACKEND]++;
+        counters->refused[GW_REFUSE_BACKEND]++;
         gw_log(GW_LOG_WARN, s->subject, "tts message without state dropped");
     } else if (env.kind == GW_MSG_GOODBYE) {
         /* The device acts on it only with its current session id. */
-        gw_instance_goodbye(inst, s->client_id, s->session_id);
+        gw_publish_goodbye(senv->pub, s->client_id, s->session_id);
         gw_envelope_free(&env);
         gw_session_end(s, GW_END_BACKEND_GOODBYE);
         return;
     } else if (env.kind == GW_MSG_MCP) {
-        gw_mcp_relay_from_backend(s, &env, text, len);
+        if (gw_mcp_relay_from_backend(&s->relay, s->dev, &env, text, len) !=
+            0) {
+            counters->refused[GW_REFUSE_BACKEND]++;
+            gw_log(GW_LOG_WARN, s->subject,
+                   "backend mcp is not JSON-RPC: dropped");
+        } else {
+            counters->backend_messages++;
+        }
     } else {
-        inst->stats.backend_messages++;
-        (void)gw_instance_publish_device(inst, s->client_id, text, len);
+        counters->backend_messages++;
+        (void)gw_publish_json(senv->pub, s->client_id, text, len);
         /*
          * The device plays downlink only after "tts start", which travels
          * through the broker while audio comes straight over UDP: audio
@@ -243,7 +263,7 @@ static void on_ws_text(struct gw_backend_conn *conn, const char *text,
     if (rc != 0) {
         /* The hello timer still runs: a backend that never says a valid
          * hello ends the session there. */
-        s->inst->stats.refused[GW_REFUSE_BACKEND]++;
+        env_of(s)->counters->refused[GW_REFUSE_BACKEND]++;
         gw_log(GW_LOG_WARN, s->subject, "backend message before hello: %s",
                gw_strerror(rc));
         return;
@@ -260,7 +280,7 @@ static void on_ws_audio(struct gw_backend_conn *conn, uint32_t timestamp,
     if (s->state != GW_SESSION_ACTIVE) {
         return;
     }
-    s->inst->stats.downlink_audio++;
+    env_of(s)->counters->downlink_audio++;
     if (gw_udp_peer_send(&s->udp, timestamp, opus, len) != 0) {
         return; /* counted by the UDP layer */
     }
@@ -283,7 +303,7 @@ static void on_ws_close(struct gw_backend_conn *conn, const char *reason,
         gw_log(GW_LOG_INFO, s->subject, "backend closed: %s", reason);
         gw_session_end(s, GW_END_BACKEND_CLOSED);
         break;
-    case GW_SESSION_CLOSING:
+    default: /* CLOSING */
         maybe_free(s);
         break;
     }
@@ -299,10 +319,9 @@ static const struct gw_backend_events ws_events = {
 /* The device's address as the broker saw it, for x-forwarded-for. */
 static const char *forwarded_for(const struct gw_session *s)
 {
-    const struct gw_presence_entry *e =
-        gw_presence_table_find(&s->inst->presence, s->client_id);
+    const char *address = s->dev->presence.address;
 
-    return e != NULL && e->address[0] != '\0' ? e->address : NULL;
+    return address[0] != '\0' ? address : NULL;
 }
 
 /* Opens the next backend of the route; ends the session when none is left. */
@@ -323,8 +342,8 @@ static void try_next_backend(struct gw_session *s)
             .log_subject = s->subject,
             .max_message_bytes = (size_t)cfg->limits.max_message_bytes,
         };
-        int rc =
-            gw_backend_conn_open(s->inst->bws, &params, &ws_events, s, &s->ws);
+        int rc = gw_backend_conn_open(env_of(s)->bws, &params, &ws_events, s,
+                                      &s->ws);
         if (rc == 0) {
             s->backend_name = b->name;
             GW_LOG(GW_LOG_DEBUG, s->subject, "connecting to backend %s",
@@ -393,7 +412,7 @@ void gw_session_on_device_message(struct gw_session *s,
                n);
     }
     if (gw_backend_conn_send_text(s->ws, raw, len) == 0) {
-        s->inst->stats.device_messages++;
+        env_of(s)->counters->device_messages++;
     } else {
         gw_log(GW_LOG_WARN, s->subject, "backend send queue full: %s dropped",
                env->type);
@@ -406,72 +425,140 @@ void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
     if (s->state != GW_SESSION_ACTIVE || s->ws == NULL) {
         return;
     }
-    s->inst->stats.uplink_audio++;
+    env_of(s)->counters->uplink_audio++;
     if (gw_backend_conn_send_audio(s->ws, timestamp, opus, len) != 0) {
         /* Counted by the WebSocket layer; audio is not retried. */
         return;
     }
 }
 
-int gw_session_start(struct gw_instance *inst, const char *client_id,
-                     const struct gw_client_id *id,
-                     struct gw_device_hello *hello)
+/* {"type":"mcp","session_id":..,"payload":payload} to the backend. */
+static void send_mcp_to_backend(void *arg, const cJSON *payload)
 {
-    struct gw_config_hold *hold = inst->hold;
-    const struct gw_config *cfg = hold->cfg;
-    struct gw_session *old = NULL;
-    size_t cid_len = strlen(client_id);
+    struct gw_session *s = arg;
+    cJSON *env = cJSON_CreateObject();
+    char *text = NULL;
+
+    if (s->state != GW_SESSION_ACTIVE || s->ws == NULL || env == NULL ||
+        cJSON_AddStringToObject(env, "type", "mcp") == NULL ||
+        cJSON_AddStringToObject(env, "session_id", s->session_id) == NULL ||
+        !cJSON_AddItemReferenceToObject(env, "payload", (cJSON *)payload) ||
+        (text = cJSON_PrintUnformatted(env)) == NULL ||
+        gw_backend_conn_send_text(s->ws, text, strlen(text)) != 0) {
+        gw_log(GW_LOG_WARN, s->subject, "mcp answer to the backend dropped");
+    }
+    cJSON_free(text);
+    cJSON_Delete(env);
+}
+
+/* ---- the table ---- */
+
+void gw_sessions_init(struct gw_sessions *t, const struct gw_session_env *env)
+{
+    memset(t, 0, sizeof(*t));
+    t->env = *env;
+    gw_list_init(&t->live);
+    gw_list_init(&t->closing);
+}
+
+size_t gw_sessions_live(const struct gw_sessions *t)
+{
+    return t->n_live;
+}
+
+size_t gw_sessions_alive(const struct gw_sessions *t)
+{
+    return t->n_live + t->n_closing;
+}
+
+struct gw_session *gw_sessions_find(const struct gw_sessions *t,
+                                    const char *client_id)
+{
+    return gw_device_session(t->env.devices, client_id);
+}
+
+void gw_sessions_end_all(struct gw_sessions *t, enum gw_session_end why)
+{
+    struct gw_list *it, *tmp;
+
+    GW_LIST_FOREACH_SAFE(it, tmp, &t->live)
+    {
+        gw_session_end(GW_LIST_ENTRY(it, struct gw_session, node), why);
+    }
+}
+
+/* Refuses a hello: counted, logged, and the device told with a goodbye. */
+static int refuse_hello(struct gw_sessions *t, const char *client_id,
+                        enum gw_refusal why, int rc, const char *text)
+{
     char subject[GW_CLIENT_ID_MAX + 8];
 
     snprintf(subject, sizeof(subject), "dev=%s", client_id);
-    HASH_FIND(hh, inst->sessions, client_id, cid_len, old);
+    t->env.counters->refused[why]++;
+    gw_log(GW_LOG_WARN, subject, "refused: %s", text);
+    gw_publish_goodbye(t->env.pub, client_id, "");
+    return rc;
+}
+
+int gw_session_start(struct gw_sessions *t, const char *client_id,
+                     const struct gw_client_id *id,
+                     struct gw_device_hello *hello)
+{
+    const struct gw_session_env *env = &t->env;
+    const struct gw_config *cfg = gw_config_live_get(env->config);
+    struct gw_session *old = gw_sessions_find(t, client_id);
+    size_t cid_len = strlen(client_id);
+    char text[64];
+    int rc;
+
     if (old != NULL) {
         gw_log(GW_LOG_INFO, old->subject, "new hello replaces this session");
         gw_session_end(old, GW_END_REPLACED);
-    } else if (HASH_COUNT(inst->sessions) >=
-               (unsigned)cfg->limits.max_sessions) {
-        inst->stats.refused[GW_REFUSE_LIMIT]++;
-        gw_log(GW_LOG_WARN, subject, "refused: max_sessions (%d) reached",
-               cfg->limits.max_sessions);
-        gw_instance_goodbye(inst, client_id, "");
-        return GW_ELIMIT;
+    } else if (t->n_live >= (size_t)cfg->limits.max_sessions) {
+        snprintf(text, sizeof(text), "max_sessions (%d) reached",
+                 cfg->limits.max_sessions);
+        return refuse_hello(t, client_id, GW_REFUSE_LIMIT, GW_ELIMIT, text);
     }
     int route = gw_router_match(cfg, id, client_id);
     if (route < 0) {
-        inst->stats.refused[GW_REFUSE_NO_ROUTE]++;
-        gw_log(GW_LOG_WARN, subject, "refused: no route matches");
-        gw_instance_goodbye(inst, client_id, "");
-        return GW_ENOENT;
+        return refuse_hello(t, client_id, GW_REFUSE_NO_ROUTE, GW_ENOENT,
+                            "no route matches");
     }
     struct gw_session *s = calloc(1, sizeof(*s));
     if (s == NULL) {
         return GW_ENOMEM;
     }
-    s->inst = inst;
-    s->hold = hold;
-    hold->refs++;
     memcpy(s->client_id, client_id, cid_len + 1);
     /* Re-parse from our own copy: the parts must point into it. */
-    if (gw_client_id_parse(s->client_id, cid_len, &s->id) != 0) {
-        hold->refs--;
+    if (cid_len > GW_CLIENT_ID_MAX ||
+        gw_client_id_parse(s->client_id, cid_len, &s->id) != 0) {
         free(s);
         return GW_EINVAL;
     }
+    rc = gw_device_attach_session(env->devices, s->client_id, s, s->session_id,
+                                  &s->dev);
+    if (rc != 0) {
+        free(s);
+        snprintf(text, sizeof(text), "device record: %s", gw_strerror(rc));
+        return refuse_hello(t, client_id, GW_REFUSE_LIMIT, rc, text);
+    }
+    s->table = t;
+    s->hold = gw_config_live_acquire(env->config);
     s->hello = *hello;
     memset(hello, 0, sizeof(*hello)); /* moved */
     s->route = route;
     s->state = GW_SESSION_CONNECTING_BACKEND;
-    s->started_ms = uv_now(inst->loop);
-    s->serial = ++inst->next_session_serial;
+    s->started_ms = uv_now(env->loop);
+    s->serial = ++t->next_serial;
+    gw_mcp_relay_init(&s->relay, &env->devices->links, send_mcp_to_backend, s);
     set_subject(s);
-    uv_timer_init(inst->loop, &s->timer);
+    uv_timer_init(env->loop, &s->timer);
     s->timer.data = s;
     uv_timer_start(&s->timer, on_timer,
                    (uint64_t)cfg->limits.backend_hello_timeout_ms, 0);
-    HASH_ADD_KEYPTR(hh, inst->sessions, s->client_id, cid_len, s);
-    s->linked = true;
-    inst->n_alive++;
-    inst->stats.sessions_started++;
+    gw_list_insert_tail(&t->live, &s->node);
+    t->n_live++;
+    env->counters->sessions_started++;
     GW_LOG(GW_LOG_DEBUG, s->subject, "hello: route %d", route);
     try_next_backend(s);
     return 0;
@@ -479,23 +566,20 @@ int gw_session_start(struct gw_instance *inst, const char *client_id,
 
 void gw_session_end(struct gw_session *s, enum gw_session_end why)
 {
-    struct gw_instance *inst = s->inst;
+    const struct gw_session_env *env = env_of(s);
 
     if (s->state == GW_SESSION_CLOSING) {
         return;
     }
     gw_log(GW_LOG_INFO, s->subject, "session ended: %s (age %llu ms)",
            gw_session_end_name(why), (unsigned long long)age_ms(s));
-    inst->stats.sessions_ended[why]++;
+    env->counters->sessions_ended[why]++;
     bool was_active = s->state == GW_SESSION_ACTIVE;
     set_state(s, GW_SESSION_CLOSING);
-    if (s->linked) {
-        HASH_DELETE(hh, inst->sessions, s);
-        s->linked = false;
-    }
     if (was_active) {
         gw_udp_peer_stop(&s->udp);
     }
+    gw_mcp_relay_close(&s->relay);
     /*
      * The device is told, with the id it knows, unless it left first, is
      * gone from the broker (nobody would receive it), or a newer hello
@@ -504,20 +588,16 @@ void gw_session_end(struct gw_session *s, enum gw_session_end why)
      */
     if (why != GW_END_DEVICE_GOODBYE && why != GW_END_REPLACED &&
         why != GW_END_BACKEND_GOODBYE && why != GW_END_DEVICE_OFFLINE) {
-        gw_instance_goodbye(inst, s->client_id, s->session_id);
+        gw_publish_goodbye(env->pub, s->client_id, s->session_id);
     }
     if (s->ws != NULL) {
         gw_backend_conn_close(s->ws); /* on_ws_close follows */
     }
-    /*
-     * With no presence from the broker, a device is known only while it
-     * talks: its record (and MCP link) ends with its last session. A
-     * newer hello or shutdown is no sign of that.
-     */
-    if (why != GW_END_REPLACED && why != GW_END_SHUTDOWN &&
-        gw_presence_table_find(&inst->presence, s->client_id) == NULL) {
-        gw_devices_offline(&inst->devices, s->client_id);
-    }
+    /* A newer hello or shutdown is no sign that the device left. */
+    struct gw_device *dev = s->dev;
+    s->dev = NULL;
+    gw_device_detach_session(dev, s,
+                             why == GW_END_REPLACED || why == GW_END_SHUTDOWN);
     uv_timer_stop(&s->timer);
     uv_close((uv_handle_t *)&s->timer, on_timer_closed);
 }

@@ -1,8 +1,9 @@
 /*
- * One device's conversation (DESIGN.md section 4): created by a device
- * hello, bridged to one backend WebSocket and one UDP peer, ended by
- * either side, a timeout, a newer hello or shutdown. The state changes
- * only through one function, which logs every change.
+ * One device's conversation (docs/architecture.md section 4): created by a
+ * device hello, bridged to one backend WebSocket and one UDP peer, ended
+ * by either side, a timeout, a newer hello or shutdown. The state says
+ * which list of the session table a session is on and changes only
+ * through one function, which moves it and logs the change.
  */
 #ifndef GW_SESSION_H
 #define GW_SESSION_H
@@ -11,45 +12,48 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/hash.h"
 #include <uv.h>
 
 #include "codec/client_id.h"
 #include "codec/envelope.h"
 #include "codec/hello.h"
+#include "common/list.h"
 #include "gateway/backend_ws.h"
+#include "gateway/config_hold.h"
+#include "gateway/counters.h"
+#include "gateway/device_table.h"
+#include "gateway/mcp_relay.h"
+#include "gateway/publish.h"
+#include "gateway/session_end.h"
 #include "gateway/udp_audio.h"
 
-struct gw_instance;
-struct gw_config_hold;
-
-enum gw_session_state {
-    GW_SESSION_CONNECTING_BACKEND, /* WebSocket opening, awaiting its hello */
-    GW_SESSION_ACTIVE,             /* server hello sent; relaying */
-    GW_SESSION_CLOSING             /* ended; waiting for handles to close */
+/* What sessions need of the instance, given once at init. */
+struct gw_session_env {
+    uv_loop_t *loop;
+    struct gw_config_live *config;
+    struct gw_publisher *pub;
+    struct gw_udp_audio *udp;
+    struct gw_backend_ws *bws;
+    struct gw_device_table *devices;
+    struct gw_counters *counters;
 };
 
-/* Why a session ended; each has a counter and a log word. */
-enum gw_session_end {
-    GW_END_DEVICE_GOODBYE,      /* the device said goodbye (or udp_timeout) */
-    GW_END_BACKEND_CLOSED,      /* the backend closed its WebSocket */
-    GW_END_BACKEND_GOODBYE,     /* the backend sent a goodbye */
-    GW_END_BACKEND_UNAVAILABLE, /* no backend of the route connected */
-    GW_END_BACKEND_HELLO_TIMEOUT,
-    GW_END_UDP_IDLE,       /* no uplink audio for udp_idle_timeout_ms */
-    GW_END_DEVICE_OFFLINE, /* the broker says the device disconnected */
-    GW_END_REPLACED,       /* a newer hello from the same device */
-    GW_END_SHUTDOWN,       /* the gateway is stopping */
-    GW_END_ERROR,          /* a local failure (memory, crypto) */
-    GW_END_COUNT_
+/* The session table: every session, on the list its state names. */
+struct gw_sessions {
+    struct gw_session_env env;
+    struct gw_list live;    /* CONNECTING_BACKEND and ACTIVE */
+    struct gw_list closing; /* CLOSING: handles still closing */
+    size_t n_live, n_closing;
+    uint64_t next_serial;
+    /* Told when the last session's memory is released. */
+    void (*on_empty)(struct gw_sessions *t, void *arg);
+    void *on_empty_arg;
 };
-
-const char *gw_session_end_name(enum gw_session_end why);
-const char *gw_session_state_name(enum gw_session_state state);
 
 struct gw_session {
-    UT_hash_handle hh;           /* in the instance's table, by client_id */
-    struct gw_instance *inst;    /* owner */
+    struct gw_list node;         /* in the table's list for its state */
+    struct gw_sessions *table;   /* owner */
+    struct gw_device *dev;       /* its device's record, while live */
     struct gw_config_hold *hold; /* the config this session started with */
     enum gw_session_state state; /* changed only by set_state() */
     char client_id[GW_CLIENT_ID_MAX + 1];
@@ -62,21 +66,34 @@ struct gw_session {
     const char *backend_name;     /* the backend being tried or used */
     struct gw_backend_conn *ws;   /* NULL once closed */
     struct gw_udp_peer udp;       /* started when ACTIVE */
+    struct gw_mcp_relay relay;    /* the backend's MCP requests */
     uv_timer_t timer;             /* hello timeout, then idle checks */
     uint64_t started_ms;          /* loop time of the device hello */
-    uint64_t serial;              /* unique per instance: late answers of
-                                     an ended session find no match */
+    uint64_t serial;              /* unique per instance */
     bool timer_closed;            /* timer's close callback ran */
-    bool linked;                  /* in the instance's table */
 };
+
+void gw_sessions_init(struct gw_sessions *t, const struct gw_session_env *env);
+
+/* Sessions that are not CLOSING. */
+size_t gw_sessions_live(const struct gw_sessions *t);
+/* Sessions whose memory is not yet released (CLOSING included). */
+size_t gw_sessions_alive(const struct gw_sessions *t);
+
+/* The live session of a device, or NULL. */
+struct gw_session *gw_sessions_find(const struct gw_sessions *t,
+                                    const char *client_id);
+
+/* Ends every live session with why (each device gets its goodbye). */
+void gw_sessions_end_all(struct gw_sessions *t, enum gw_session_end why);
 
 /*
  * Starts a session for a validated device hello (hello is moved into the
  * session). A session of the same client id is replaced. Refused when
- * the instance is at limits.max_sessions or no route matches: the device
+ * the table is at limits.max_sessions or no route matches: the device
  * then gets a goodbye. Returns 0 or a negative error (already logged).
  */
-int gw_session_start(struct gw_instance *inst, const char *client_id,
+int gw_session_start(struct gw_sessions *t, const char *client_id,
                      const struct gw_client_id *id,
                      struct gw_device_hello *hello);
 
@@ -91,8 +108,9 @@ void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
 
 /*
  * Ends the session: tells the device (unless it said goodbye, or a newer
- * hello replaced it), closes the WebSocket, stops the UDP peer. Memory is
- * freed later, once every handle has closed. Idempotent.
+ * hello replaced it), closes the WebSocket, stops the UDP peer, lets go
+ * of the device record. Memory is released later, once every handle has
+ * closed. Idempotent.
  */
 void gw_session_end(struct gw_session *s, enum gw_session_end why);
 

@@ -200,10 +200,22 @@ device s 0c --idle --mcp-silent
 S=${DEV_ID[s]}
 check "its discovery times out" \
     wait_for_line "$GW_LOG" "dev=$S mcp.*initialize failed" 15
+# With no tool list the allow-list cannot say yes: AI callers are refused
+# with the reason, while the operator's path still reaches the device.
 r=$(sdk --url "$BASE/mcp/devices/$S" --no-list --call self.get_device_status)
-check "an SDK call times out with -32001" jq_is "$r" '.calls[0].error.code' -32001
+check "an SDK call is refused: its tool list could not be read" \
+    jq -e '.calls[0].error.code == -32602 and
+        (.calls[0].error.message | test("could not be read"))' <<<"$r"
+device t 10 --idle --mcp-call-delay-ms 600000
+check "device t's tools are read" discovered t
+T=${DEV_ID[t]}
+r=$(sdk --url "$BASE/mcp/devices/$T" --no-list --call self.get_device_status)
+check "an SDK call to a device that answers too late times out with -32001" \
+    jq_is "$r" '.calls[0].error.code' -32001
 check "after mcp.call_timeout_ms ($(jq .calls[0].ms <<<"$r") ms)" \
     jq -e ".calls[0].ms >= $SHORT_MS - 100 and .calls[0].ms < $SHORT_MS + 3000" <<<"$r"
+kill "${DEV_PID[t]}"
+wait "${DEV_PID[t]}" 2>/dev/null || true
 code=$(mgr "$tok" "/api/commands/$S" \
     "$(mcp_cmd tools/call '{"name":"self.get_device_status","arguments":{}}')")
 check "POST /api/commands answers 500 on the timeout ($code)" test "$code" = 500

@@ -310,10 +310,10 @@ static void test_metrics(void **state)
     char v[64];
 
     (void)state;
-    T.inst->stats.sessions_started = 7;
-    T.inst->devices.stats.latency_le[0] = 2;
-    T.inst->devices.stats.latency_le[GW_MCP_LATENCY_BUCKETS] = 1;
-    T.inst->devices.stats.latency_sum_ms = 40010;
+    T.inst->counters.sessions_started = 7;
+    T.inst->devices.links.stats.latency_le[0] = 2;
+    T.inst->devices.links.stats.latency_le[GW_MCP_LATENCY_BUCKETS] = 1;
+    T.inst->devices.links.stats.latency_sum_ms = 40010;
     ask("GET", "/nothing", NULL, NULL, &r);
     ask("GET", "/metrics", AUTH, NULL, &r);
     assert_int_equal(r.status, 200);
@@ -355,6 +355,14 @@ static void test_metrics(void **state)
         strstr(r.body, "\nhybridgw_http_responses_total{code=\"200\"} 1\n"));
 }
 
+/* The broker says DEVICE is online (as the plugin's presence would). */
+static void device_online(void)
+{
+    struct gw_presence p = {.online = true};
+
+    assert_true(gw_device_on_presence(&T.inst->devices, DEVICE, &p) >= 0);
+}
+
 static void test_devices(void **state)
 {
     struct hc_resp r;
@@ -362,7 +370,7 @@ static void test_devices(void **state)
     const cJSON *dev;
 
     (void)state;
-    gw_devices_online(&T.inst->devices, DEVICE);
+    device_online();
     ask("GET", "/api/devices", AUTH, NULL, &r);
     assert_int_equal(r.status, 200);
     doc = json_of(&r);
@@ -409,7 +417,7 @@ static void test_manager_status(void **state)
     const cJSON *o;
 
     (void)state;
-    gw_devices_online(&T.inst->devices, DEVICE);
+    device_online();
     ask("POST", "/api/devices/status", NULL, "{\"clientIds\":[]}", &r);
     assert_int_equal(r.status, 401);
     doc = json_of(&r);
@@ -448,7 +456,7 @@ static void test_manager_command(void **state)
     cJSON *doc;
 
     (void)state;
-    gw_devices_online(&T.inst->devices, DEVICE);
+    device_online();
     snprintf(h, sizeof(h), DAILY_AUTH, T.daily);
     ask("POST", "/api/commands/" DEVICE_PATH, NULL, "{}", &r);
     assert_int_equal(r.status, 401);
@@ -483,7 +491,8 @@ static void test_manager_command(void **state)
     assert_false(json_bool(doc, "success"));
     cJSON_Delete(doc);
     assert_int_equal(
-        T.inst->devices.stats.requests[GW_MCP_FROM_API][GW_MCP_TIMEOUT], 1);
+        T.inst->devices.links.stats.requests[GW_MCP_FROM_API][GW_MCP_TIMEOUT],
+        1);
 }
 
 /* The client leaves while its command waits: the device call is let go. */
@@ -493,7 +502,7 @@ static void test_command_client_leaves(void **state)
     char req[512];
 
     (void)state;
-    gw_devices_online(&T.inst->devices, DEVICE);
+    device_online();
     static const char body[] =
         "{\"type\":\"mcp\",\"payload\":{\"method\":\"tools/call\","
         "\"params\":{\"name\":\"self.get_device_status\"}}}";
@@ -503,11 +512,12 @@ static void test_command_client_leaves(void **state)
              T.daily, strlen(body), body);
     hc_open(&c, &T.loop, &T.timed_out, "127.0.0.1", T.port);
     hc_send(&c, req);
-    HC_RUN_UNTIL(&c, gw_devices_find(&T.inst->devices, DEVICE)->n_pending > 0);
+    HC_RUN_UNTIL(&c,
+                 gw_device_find(&T.inst->devices, DEVICE)->link.n_pending > 0);
     hc_close(&c);
     /* The call the device runs keeps its turn until the timeout; then it
      * ends unreported, counted as cancelled. */
-    const struct gw_mcp_stats *st = &T.inst->devices.stats;
+    const struct gw_mcp_stats *st = &T.inst->devices.links.stats;
     HC_RUN_UNTIL(&c, st->requests[GW_MCP_FROM_API][GW_MCP_CANCELLED] == 1);
     assert_int_equal(st->requests[GW_MCP_FROM_API][GW_MCP_TIMEOUT], 0);
 }
@@ -519,7 +529,7 @@ static void test_stop_while_waiting(void **state)
     char req[512];
 
     (void)state;
-    gw_devices_online(&T.inst->devices, DEVICE);
+    device_online();
     static const char body[] =
         "{\"type\":\"mcp\",\"payload\":{\"method\":\"tools/list\"}}";
     snprintf(req, sizeof(req),
@@ -528,7 +538,8 @@ static void test_stop_while_waiting(void **state)
              T.daily, strlen(body), body);
     hc_open(&c, &T.loop, &T.timed_out, "127.0.0.1", T.port);
     hc_send(&c, req);
-    HC_RUN_UNTIL(&c, gw_devices_find(&T.inst->devices, DEVICE)->n_pending > 0);
+    HC_RUN_UNTIL(&c,
+                 gw_device_find(&T.inst->devices, DEVICE)->link.n_pending > 0);
     gw_instance_stop(T.inst, on_stopped, NULL);
     HC_RUN_UNTIL(&c, T.stopped && c.eof);
     hc_close(&c);

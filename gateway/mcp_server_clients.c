@@ -14,7 +14,6 @@
 
 #include "codec/hex.h"
 #include "codec/jsonrpc.h"
-#include "gateway/instance.h"
 #include "common/log.h"
 
 /* Proxies and clients drop a silent connection; a comment keeps it up. */
@@ -30,20 +29,20 @@ static const char KEEPALIVE_COMMENT[] = ": keepalive\n\n";
 
 static uint64_t now_ms(const struct gw_mcp_server *srv)
 {
-    return uv_now(srv->inst->loop);
+    return uv_now(srv->env.loop);
 }
 
 /* ---- answers ---- */
 
-void gw_mcp_respond(struct gw_http_req *req, const struct gw_mcp_session *sess,
+void gw_mcp_respond(struct gw_http_req *req, const struct gw_mcp_client *cl,
                     int status, const cJSON *msg)
 {
     char header[sizeof("Mcp-Session-Id: ") + GW_MCP_SESSION_ID_LEN];
     const char *headers[2] = {NULL, NULL};
     char *body = NULL;
 
-    if (sess != NULL) {
-        snprintf(header, sizeof(header), "Mcp-Session-Id: %s", sess->id);
+    if (cl != NULL) {
+        snprintf(header, sizeof(header), "Mcp-Session-Id: %s", cl->id);
         headers[0] = header;
     }
     if (msg == NULL) {
@@ -65,7 +64,7 @@ void gw_mcp_respond(struct gw_http_req *req, const struct gw_mcp_session *sess,
 }
 
 void gw_mcp_reject(struct gw_mcp_server *srv, struct gw_http_req *req,
-                   const char *subject, const struct gw_mcp_session *sess,
+                   const char *subject, const struct gw_mcp_client *cl,
                    int status, int code, const char *message)
 {
     cJSON *msg = gw_rpc_error(NULL, code, message);
@@ -73,13 +72,13 @@ void gw_mcp_reject(struct gw_mcp_server *srv, struct gw_http_req *req,
     gw_log(GW_LOG_WARN, subject, "%s %s refused with %d: %s",
            gw_http_req_method(req), gw_http_req_path(req), status, message);
     srv->stats.rejected++;
-    gw_mcp_respond(req, sess, status, msg);
+    gw_mcp_respond(req, cl, status, msg);
     cJSON_Delete(msg);
 }
 
 /* ---- exchanges: a POST and the replies of its messages ---- */
 
-struct gw_mcp_exchange *gw_mcp_exchange_new(struct gw_mcp_session *sess,
+struct gw_mcp_exchange *gw_mcp_exchange_new(struct gw_mcp_client *cl,
                                             struct gw_http_req *req, bool batch)
 {
     struct gw_mcp_exchange *ex = calloc(1, sizeof(*ex));
@@ -88,7 +87,7 @@ struct gw_mcp_exchange *gw_mcp_exchange_new(struct gw_mcp_session *sess,
         free(ex);
         return NULL;
     }
-    ex->sess = sess;
+    ex->cl = cl;
     ex->req = req;
     ex->batch = batch;
     ex->dispatching = true;
@@ -100,11 +99,11 @@ static void exchange_send(struct gw_mcp_exchange *ex)
     int n = cJSON_GetArraySize(ex->replies);
 
     if (n == 0) {
-        gw_mcp_respond(ex->req, ex->sess, 202, NULL);
+        gw_mcp_respond(ex->req, ex->cl, 202, NULL);
     } else if (ex->batch) {
-        gw_mcp_respond(ex->req, ex->sess, 200, ex->replies);
+        gw_mcp_respond(ex->req, ex->cl, 200, ex->replies);
     } else {
-        gw_mcp_respond(ex->req, ex->sess, 200,
+        gw_mcp_respond(ex->req, ex->cl, 200,
                        cJSON_GetArrayItem(ex->replies, 0));
     }
     cJSON_Delete(ex->replies);
@@ -126,20 +125,20 @@ void gw_mcp_exchange_put(struct gw_mcp_exchange *ex, cJSON *reply)
 static void exchange_gone(struct gw_http_req *req, void *arg)
 {
     struct gw_mcp_exchange *ex = arg;
-    struct gw_mcp_session *sess = ex->sess;
+    struct gw_mcp_client *cl = ex->cl;
     struct gw_mcp_call *call, *next;
 
     (void)req;
-    for (call = sess->calls; call != NULL; call = next) {
+    for (call = cl->calls; call != NULL; call = next) {
         next = call->next;
         if (call->ex != ex) {
             continue;
         }
-        gw_devices_abandon(&sess->srv->inst->devices, call->handle);
+        gw_mcp_abandon(&cl->srv->env.devices->links, call->handle);
         call->ex = NULL;
         gw_mcp_call_finish(call, NULL);
     }
-    GW_LOG(GW_LOG_DEBUG, sess->subject, "client went away before the answer");
+    GW_LOG(GW_LOG_DEBUG, cl->subject, "client went away before the answer");
     cJSON_Delete(ex->replies);
     free(ex);
 }
@@ -159,7 +158,7 @@ void gw_mcp_exchange_dispatched(struct gw_mcp_exchange *ex)
 struct gw_mcp_call *gw_mcp_call_add(struct gw_mcp_exchange *ex, const cJSON *id,
                                     const char *client_id)
 {
-    struct gw_mcp_session *sess = ex->sess;
+    struct gw_mcp_client *cl = ex->cl;
     struct gw_mcp_call *call = calloc(1, sizeof(*call));
 
     if (call == NULL) {
@@ -170,33 +169,33 @@ struct gw_mcp_call *gw_mcp_call_add(struct gw_mcp_exchange *ex, const cJSON *id,
         return NULL;
     }
     snprintf(call->client_id, sizeof(call->client_id), "%s", client_id);
-    call->sess = sess;
+    call->cl = cl;
     call->ex = ex;
-    call->next = sess->calls;
-    if (sess->calls != NULL) {
-        sess->calls->prev = call;
+    call->next = cl->calls;
+    if (cl->calls != NULL) {
+        cl->calls->prev = call;
     }
-    sess->calls = call;
-    sess->n_calls++;
+    cl->calls = call;
+    cl->n_calls++;
     ex->waiting++;
     return call;
 }
 
 void gw_mcp_call_finish(struct gw_mcp_call *call, cJSON *reply)
 {
-    struct gw_mcp_session *sess = call->sess;
+    struct gw_mcp_client *cl = call->cl;
     struct gw_mcp_exchange *ex = call->ex;
 
     if (call->prev != NULL) {
         call->prev->next = call->next;
     } else {
-        sess->calls = call->next;
+        cl->calls = call->next;
     }
     if (call->next != NULL) {
         call->next->prev = call->prev;
     }
-    sess->n_calls--;
-    gw_mcp_session_touch(sess);
+    cl->n_calls--;
+    gw_mcp_client_touch(cl);
     cJSON_Delete(call->id);
     free(call);
     if (ex == NULL) {
@@ -209,14 +208,14 @@ void gw_mcp_call_finish(struct gw_mcp_call *call, cJSON *reply)
     }
 }
 
-bool gw_mcp_call_cancel(struct gw_mcp_session *sess, const cJSON *request_id)
+bool gw_mcp_call_cancel(struct gw_mcp_client *cl, const cJSON *request_id)
 {
     struct gw_mcp_call *call;
 
     if (request_id == NULL) {
         return false;
     }
-    for (call = sess->calls; call != NULL; call = call->next) {
+    for (call = cl->calls; call != NULL; call = call->next) {
         if (call->ex != NULL && cJSON_Compare(call->id, request_id, true)) {
             break;
         }
@@ -224,9 +223,9 @@ bool gw_mcp_call_cancel(struct gw_mcp_session *sess, const cJSON *request_id)
     if (call == NULL) {
         return false;
     }
-    GW_LOG(GW_LOG_INFO, sess->subject, "tools/call to %s cancelled by client",
+    GW_LOG(GW_LOG_INFO, cl->subject, "tools/call to %s cancelled by client",
            call->client_id);
-    gw_devices_abandon(&sess->srv->inst->devices, call->handle);
+    gw_mcp_abandon(&cl->srv->env.devices->links, call->handle);
     gw_mcp_call_finish(call,
                        gw_rpc_error(call->id, -32800, "request cancelled"));
     return true;
@@ -236,43 +235,43 @@ bool gw_mcp_call_cancel(struct gw_mcp_session *sess, const cJSON *request_id)
 
 static void stream_unlink(struct gw_mcp_stream *st)
 {
-    struct gw_mcp_session *sess = st->sess;
+    struct gw_mcp_client *cl = st->cl;
 
     if (st->prev != NULL) {
         st->prev->next = st->next;
     } else {
-        sess->streams = st->next;
+        cl->streams = st->next;
     }
     if (st->next != NULL) {
         st->next->prev = st->prev;
     }
-    sess->n_streams--;
-    sess->srv->stats.streams_open--;
+    cl->n_streams--;
+    cl->srv->stats.streams_open--;
 }
 
 static void stream_gone(struct gw_http_req *req, void *arg)
 {
     struct gw_mcp_stream *st = arg;
-    struct gw_mcp_session *sess = st->sess;
+    struct gw_mcp_client *cl = st->cl;
 
     (void)req;
     stream_unlink(st);
     free(st);
     /* idle time counts from the end of the last stream */
-    gw_mcp_session_touch(sess);
-    GW_LOG(GW_LOG_DEBUG, sess->subject, "stream closed (%zu left)",
-           sess->n_streams);
+    gw_mcp_client_touch(cl);
+    GW_LOG(GW_LOG_DEBUG, cl->subject, "stream closed (%zu left)",
+           cl->n_streams);
 }
 
 /* A write error ends the stream in the HTTP server, which then reports it
  * gone (possibly at once): st must not be used after a failed write. */
 static void stream_write(struct gw_mcp_stream *st, const char *data, size_t len)
 {
-    st->last_write_ms = now_ms(st->sess->srv);
+    st->last_write_ms = now_ms(st->cl->srv);
     (void)gw_http_stream_write(st->req, data, len);
 }
 
-void gw_mcp_stream_open(struct gw_mcp_session *sess, struct gw_http_req *req)
+void gw_mcp_stream_open(struct gw_mcp_client *cl, struct gw_http_req *req)
 {
     char id_header[sizeof("Mcp-Session-Id: ") + GW_MCP_SESSION_ID_LEN];
     const char *headers[] = {"Cache-Control: no-cache", id_header, NULL};
@@ -281,112 +280,110 @@ void gw_mcp_stream_open(struct gw_mcp_session *sess, struct gw_http_req *req)
 
     if (st == NULL) {
         cJSON *msg = gw_rpc_error(NULL, GW_RPC_INTERNAL_ERROR, "out of memory");
-        gw_mcp_respond(req, sess, 500, msg);
+        gw_mcp_respond(req, cl, 500, msg);
         cJSON_Delete(msg);
         return;
     }
-    snprintf(id_header, sizeof(id_header), "Mcp-Session-Id: %s", sess->id);
+    snprintf(id_header, sizeof(id_header), "Mcp-Session-Id: %s", cl->id);
     if ((rc = gw_http_stream_begin(req, 200, "text/event-stream", headers)) !=
         0) {
-        gw_log(GW_LOG_WARN, sess->subject, "cannot open stream: %s",
+        gw_log(GW_LOG_WARN, cl->subject, "cannot open stream: %s",
                gw_strerror(rc));
         free(st);
         return;
     }
-    st->sess = sess;
+    st->cl = cl;
     st->req = req;
-    st->last_write_ms = now_ms(sess->srv);
-    st->next = sess->streams;
-    if (sess->streams != NULL) {
-        sess->streams->prev = st;
+    st->last_write_ms = now_ms(cl->srv);
+    st->next = cl->streams;
+    if (cl->streams != NULL) {
+        cl->streams->prev = st;
     }
-    sess->streams = st;
-    sess->n_streams++;
-    sess->srv->stats.streams_open++;
+    cl->streams = st;
+    cl->n_streams++;
+    cl->srv->stats.streams_open++;
     gw_http_req_on_gone(req, stream_gone, st);
-    gw_mcp_session_touch(sess);
-    GW_LOG(GW_LOG_DEBUG, sess->subject, "stream opened (%zu open)",
-           sess->n_streams);
+    gw_mcp_client_touch(cl);
+    GW_LOG(GW_LOG_DEBUG, cl->subject, "stream opened (%zu open)",
+           cl->n_streams);
 }
 
 /*
  * One notification per session, on its newest stream: the transport
  * forbids sending one message on several streams of a session.
  */
-void gw_mcp_sessions_tools_changed(struct gw_mcp_server *srv,
-                                   const char *client_id)
+void gw_mcp_clients_tools_changed(struct gw_mcp_server *srv,
+                                  const char *client_id)
 {
-    struct gw_mcp_session *sess, *tmp;
+    struct gw_mcp_client *cl, *tmp;
 
-    HASH_ITER(hh, srv->sessions, sess, tmp)
+    HASH_ITER(hh, srv->clients, cl, tmp)
     {
-        if (sess->streams == NULL ||
-            (sess->client_id[0] != '\0' &&
-             strcmp(sess->client_id, client_id) != 0)) {
+        if (cl->streams == NULL || (cl->client_id[0] != '\0' &&
+                                    strcmp(cl->client_id, client_id) != 0)) {
             continue;
         }
-        stream_write(sess->streams, LIST_CHANGED_EVENT,
+        stream_write(cl->streams, LIST_CHANGED_EVENT,
                      sizeof(LIST_CHANGED_EVENT) - 1);
     }
 }
 
 /* ---- sessions ---- */
 
-struct gw_mcp_session *gw_mcp_session_find(struct gw_mcp_server *srv,
-                                           const char *id)
+struct gw_mcp_client *gw_mcp_client_find(struct gw_mcp_server *srv,
+                                         const char *id)
 {
-    struct gw_mcp_session *sess = NULL;
+    struct gw_mcp_client *cl = NULL;
     size_t len = strlen(id);
 
     if (len != GW_MCP_SESSION_ID_LEN) {
         return NULL;
     }
-    HASH_FIND(hh, srv->sessions, id, len, sess);
-    return sess;
+    HASH_FIND(hh, srv->clients, id, len, cl);
+    return cl;
 }
 
-void gw_mcp_session_touch(struct gw_mcp_session *sess)
+void gw_mcp_client_touch(struct gw_mcp_client *cl)
 {
-    sess->last_used_ms = now_ms(sess->srv);
+    cl->last_used_ms = now_ms(cl->srv);
 }
 
-void gw_mcp_session_end(struct gw_mcp_session *sess, const char *why)
+void gw_mcp_client_end(struct gw_mcp_client *cl, const char *why)
 {
-    struct gw_mcp_server *srv = sess->srv;
+    struct gw_mcp_server *srv = cl->srv;
     struct gw_mcp_stream *st;
     struct gw_mcp_call *call;
 
-    gw_log(GW_LOG_INFO, sess->subject, "session ended: %s", why);
-    while ((call = sess->calls) != NULL) {
+    gw_log(GW_LOG_INFO, cl->subject, "session ended: %s", why);
+    while ((call = cl->calls) != NULL) {
         if (call->ex != NULL) {
-            gw_devices_abandon(&srv->inst->devices, call->handle);
+            gw_mcp_abandon(&srv->env.devices->links, call->handle);
         }
         gw_mcp_call_finish(
             call, gw_rpc_error(call->id, GW_RPC_CANCELLED, "session ended"));
     }
-    while ((st = sess->streams) != NULL) {
+    while ((st = cl->streams) != NULL) {
         stream_unlink(st);
         gw_http_stream_end(st->req);
         free(st);
     }
-    HASH_DEL(srv->sessions, sess);
-    srv->n_sessions--;
-    free(sess);
+    HASH_DEL(srv->clients, cl);
+    srv->n_clients--;
+    free(cl);
 }
 
 /* Idle sessions go first; among equals the one unused the longest. */
 static void evict_one(struct gw_mcp_server *srv, int limit)
 {
-    struct gw_mcp_session *sess, *tmp, *victim = NULL;
+    struct gw_mcp_client *cl, *tmp, *victim = NULL;
     bool victim_busy = true;
 
-    HASH_ITER(hh, srv->sessions, sess, tmp)
+    HASH_ITER(hh, srv->clients, cl, tmp)
     {
-        bool busy = sess->n_streams != 0 || sess->n_calls != 0;
+        bool busy = cl->n_streams != 0 || cl->n_calls != 0;
         if (victim == NULL || (victim_busy && !busy) ||
-            (busy == victim_busy &&
-             sess->last_used_ms < victim->last_used_ms)) {
-            victim = sess;
+            (busy == victim_busy && cl->last_used_ms < victim->last_used_ms)) {
+            victim = cl;
             victim_busy = busy;
         }
     }
@@ -398,7 +395,7 @@ static void evict_one(struct gw_mcp_server *srv, int limit)
            "used session (idle %llu ms)",
            limit, (unsigned long long)(now_ms(srv) - victim->last_used_ms));
     srv->stats.sessions_expired++;
-    gw_mcp_session_end(victim, "expired to make room");
+    gw_mcp_client_end(victim, "expired to make room");
 }
 
 static int new_session_id(struct gw_mcp_server *srv,
@@ -414,42 +411,42 @@ static int new_session_id(struct gw_mcp_server *srv,
             0) {
             return GW_ENOSPC;
         }
-    } while (gw_mcp_session_find(srv, out) != NULL);
+    } while (gw_mcp_client_find(srv, out) != NULL);
     return 0;
 }
 
-int gw_mcp_session_create(struct gw_mcp_server *srv, const char *client_id,
-                          const char *version, struct gw_mcp_session **out)
+int gw_mcp_client_create(struct gw_mcp_server *srv, const char *client_id,
+                         const char *version, struct gw_mcp_client **out)
 {
-    const struct gw_config *cfg = gw_instance_config(srv->inst);
-    struct gw_mcp_session *sess;
+    const struct gw_config *cfg = gw_config_live_get(srv->env.config);
+    struct gw_mcp_client *cl;
     int rc;
 
     while (cfg->mcp.max_sessions > 0 &&
-           srv->n_sessions >= (size_t)cfg->mcp.max_sessions &&
-           srv->sessions != NULL) {
+           srv->n_clients >= (size_t)cfg->mcp.max_sessions &&
+           srv->clients != NULL) {
         evict_one(srv, cfg->mcp.max_sessions);
     }
-    if ((sess = calloc(1, sizeof(*sess))) == NULL) {
+    if ((cl = calloc(1, sizeof(*cl))) == NULL) {
         return GW_ENOMEM;
     }
-    if ((rc = new_session_id(srv, sess->id)) != 0) {
-        free(sess);
+    if ((rc = new_session_id(srv, cl->id)) != 0) {
+        free(cl);
         return rc;
     }
-    sess->srv = srv;
-    snprintf(sess->subject, sizeof(sess->subject), "mcp sid=%.8s", sess->id);
-    snprintf(sess->client_id, sizeof(sess->client_id), "%s", client_id);
-    snprintf(sess->version, sizeof(sess->version), "%s", version);
-    sess->last_used_ms = now_ms(srv);
-    HASH_ADD(hh, srv->sessions, id, GW_MCP_SESSION_ID_LEN, sess);
-    if (sess->hh.tbl == NULL) { /* the table could not grow */
-        free(sess);
+    cl->srv = srv;
+    snprintf(cl->subject, sizeof(cl->subject), "mcp sid=%.8s", cl->id);
+    snprintf(cl->client_id, sizeof(cl->client_id), "%s", client_id);
+    snprintf(cl->version, sizeof(cl->version), "%s", version);
+    cl->last_used_ms = now_ms(srv);
+    HASH_ADD(hh, srv->clients, id, GW_MCP_SESSION_ID_LEN, cl);
+    if (cl->hh.tbl == NULL) { /* the table could not grow */
+        free(cl);
         return GW_ENOMEM;
     }
-    srv->n_sessions++;
+    srv->n_clients++;
     srv->stats.sessions_opened++;
-    *out = sess;
+    *out = cl;
     return 0;
 }
 
@@ -465,11 +462,11 @@ static uint64_t sweep_interval(const struct gw_config *cfg)
                              : (ms > SWEEP_MAX_MS ? SWEEP_MAX_MS : ms);
 }
 
-static void sweep_streams(struct gw_mcp_session *sess, uint64_t now)
+static void sweep_streams(struct gw_mcp_client *cl, uint64_t now)
 {
     struct gw_mcp_stream *st, *next;
 
-    for (st = sess->streams; st != NULL; st = next) {
+    for (st = cl->streams; st != NULL; st = next) {
         next = st->next;
         if (now - st->last_write_ms >= KEEPALIVE_MS) {
             stream_write(st, KEEPALIVE_COMMENT, sizeof(KEEPALIVE_COMMENT) - 1);
@@ -480,38 +477,43 @@ static void sweep_streams(struct gw_mcp_session *sess, uint64_t now)
 static void on_sweep(uv_timer_t *timer)
 {
     struct gw_mcp_server *srv = timer->data;
-    const struct gw_config *cfg = gw_instance_config(srv->inst);
+    const struct gw_config *cfg = gw_config_live_get(srv->env.config);
     uint64_t now = now_ms(srv);
     uint64_t idle = cfg->mcp.session_idle_timeout_ms > 0
                         ? (uint64_t)cfg->mcp.session_idle_timeout_ms
                         : UINT64_MAX;
-    struct gw_mcp_session *sess, *tmp;
+    struct gw_mcp_client *cl, *tmp;
 
-    HASH_ITER(hh, srv->sessions, sess, tmp)
+    HASH_ITER(hh, srv->clients, cl, tmp)
     {
-        if (sess->n_streams == 0 && sess->n_calls == 0 &&
-            now - sess->last_used_ms >= idle) {
+        if (cl->n_streams == 0 && cl->n_calls == 0 &&
+            now - cl->last_used_ms >= idle) {
             srv->stats.sessions_expired++;
-            gw_mcp_session_end(sess, "idle");
+            gw_mcp_client_end(cl, "idle");
             continue;
         }
-        sweep_streams(sess, now);
+        sweep_streams(cl, now);
     }
     (void)uv_timer_start(&srv->timer, on_sweep, sweep_interval(cfg), 0);
 }
 
 static void on_timer_closed(uv_handle_t *handle)
 {
-    free(handle->data);
+    struct gw_mcp_server *srv = handle->data;
+
+    if (srv->close_cb != NULL) {
+        srv->close_cb(srv, srv->close_arg);
+    }
+    free(srv);
 }
 
 /* On failure srv is freed (at once, or from the close callback). */
-int gw_mcp_sessions_start(struct gw_mcp_server *srv)
+int gw_mcp_clients_start(struct gw_mcp_server *srv)
 {
-    const struct gw_config *cfg = gw_instance_config(srv->inst);
+    const struct gw_config *cfg = gw_config_live_get(srv->env.config);
     int rc;
 
-    if ((rc = uv_timer_init(srv->inst->loop, &srv->timer)) != 0) {
+    if ((rc = uv_timer_init(srv->env.loop, &srv->timer)) != 0) {
         free(srv);
         return rc;
     }
@@ -524,13 +526,13 @@ int gw_mcp_sessions_start(struct gw_mcp_server *srv)
     return 0;
 }
 
-void gw_mcp_sessions_stop(struct gw_mcp_server *srv)
+void gw_mcp_clients_stop(struct gw_mcp_server *srv)
 {
-    struct gw_mcp_session *sess, *tmp;
+    struct gw_mcp_client *cl, *tmp;
 
-    HASH_ITER(hh, srv->sessions, sess, tmp)
+    HASH_ITER(hh, srv->clients, cl, tmp)
     {
-        gw_mcp_session_end(sess, "server stopping");
+        gw_mcp_client_end(cl, "server stopping");
     }
     (void)uv_timer_stop(&srv->timer);
     uv_close((uv_handle_t *)&srv->timer, on_timer_closed);

@@ -1,0 +1,420 @@
+/* The device records; see device_table.h. */
+#include "gateway/device_table.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/jsonrpc.h"
+#include "codec/mcp_tools.h"
+#include "common/assert.h"
+#include "common/log.h"
+
+static const char *const state_names[GW_DEVICE_STATE_COUNT_] = {
+#define XX(name, text) [GW_DEVICE_##name] = text,
+    GW_DEVICE_STATE_MAP(XX)
+#undef XX
+};
+static const char *const change_names[GW_PRESENCE_CHANGE_COUNT_] = {
+#define XX(name, text) [GW_PRESENCE_##name] = text,
+    GW_PRESENCE_CHANGE_MAP(XX)
+#undef XX
+};
+
+const char *gw_device_state_name(enum gw_device_state state)
+{
+    return (unsigned)state < GW_DEVICE_STATE_COUNT_ ? state_names[state] : "?";
+}
+
+const char *gw_presence_change_name(enum gw_presence_change change)
+{
+    return (unsigned)change < GW_PRESENCE_CHANGE_COUNT_ ? change_names[change]
+                                                        : "?";
+}
+
+static void subject_of(const char *client_id, char *out, size_t cap)
+{
+    snprintf(out, cap, "dev=%s", client_id);
+}
+
+static void changed(struct gw_device_table *t, const struct gw_device *d)
+{
+    if (t->on_changed != NULL && !t->closing) {
+        t->on_changed(t->on_changed_arg, d);
+    }
+}
+
+/* Discovery finished or failed for the device that holds disc. */
+static void on_tools_changed(void *arg, struct gw_mcp_discovery *disc)
+{
+    struct gw_device *d = GW_CONTAINER_OF(disc, struct gw_device, discovery);
+
+    changed(arg, d);
+}
+
+/* ---- the reaper ---- */
+
+static void record_free(struct gw_device *d)
+{
+    GW_ASSERT(d->state == GW_DEVICE_GONE);
+    GW_ASSERT(d->session == NULL);
+    GW_ASSERT(d->link.n_pending == 0);
+    gw_list_unlink(&d->reap_node);
+    gw_tool_cache_clear(&d->tools);
+    cJSON_Delete(d->discovery.acc);
+    free(d);
+}
+
+static void reap_all(struct gw_device_table *t)
+{
+    struct gw_list *first;
+
+    while ((first = gw_list_first(&t->reap)) != NULL) {
+        record_free(GW_LIST_ENTRY(first, struct gw_device, reap_node));
+    }
+}
+
+static void on_reap(uv_idle_t *idle)
+{
+    struct gw_device_table *t = idle->data;
+
+    reap_all(t);
+    uv_idle_stop(idle);
+}
+
+/* ---- the table ---- */
+
+void gw_device_table_init(struct gw_device_table *t, uv_loop_t *loop,
+                          const struct gw_config_live *config,
+                          struct gw_publisher *pub)
+{
+    memset(t, 0, sizeof(*t));
+    t->loop = loop;
+    t->config = config;
+    gw_list_init(&t->reap);
+    uv_idle_init(loop, &t->reaper);
+    t->reaper.data = t;
+    gw_mcp_links_init(&t->links, loop, pub, config);
+    gw_mcp_discoverer_init(&t->discoverer, &t->links, config, on_tools_changed,
+                           t);
+}
+
+void gw_device_table_set_listener(struct gw_device_table *t,
+                                  gw_device_changed_cb cb, void *arg)
+{
+    t->on_changed = cb;
+    t->on_changed_arg = arg;
+}
+
+struct gw_device *gw_device_find(const struct gw_device_table *t,
+                                 const char *client_id)
+{
+    struct gw_device *d = NULL;
+
+    HASH_FIND_STR(t->by_id, client_id, d);
+    return d;
+}
+
+struct gw_device *gw_device_find_label(const struct gw_device_table *t,
+                                       const char *label)
+{
+    for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
+        if (strcmp(d->label, label) == 0) {
+            return d;
+        }
+    }
+    return NULL;
+}
+
+struct gw_session *gw_device_session(const struct gw_device_table *t,
+                                     const char *client_id)
+{
+    struct gw_device *d = gw_device_find(t, client_id);
+
+    return d != NULL ? d->session : NULL;
+}
+
+size_t gw_device_table_online(const struct gw_device_table *t)
+{
+    return t->count;
+}
+
+/* A new online record (not yet discovering); NULL with *rc set. */
+static struct gw_device *record_add(struct gw_device_table *t,
+                                    const char *client_id, int *rc)
+{
+    size_t len = strlen(client_id);
+    struct gw_device *d;
+
+    if (t->closing) {
+        *rc = GW_ENOENT;
+        return NULL;
+    }
+    if (t->count >= GW_DEVICE_TABLE_MAX) {
+        *rc = GW_ELIMIT;
+        return NULL;
+    }
+    if ((d = calloc(1, sizeof(*d))) == NULL) {
+        *rc = GW_ENOMEM;
+        return NULL;
+    }
+    if (len > GW_CLIENT_ID_MAX ||
+        gw_mcp_device_label(client_id, len, d->label) != 0) {
+        free(d);
+        *rc = GW_EINVAL;
+        return NULL;
+    }
+    memcpy(d->client_id, client_id, len + 1);
+    d->table = t;
+    d->state = GW_DEVICE_KNOWN;
+    d->presence.since_ms = uv_now(t->loop);
+    gw_list_init(&d->reap_node);
+    gw_tool_cache_init(&d->tools);
+    gw_mcp_link_open(&d->link, &t->links, d->client_id);
+    gw_mcp_discovery_init(&d->discovery, &t->discoverer, &d->link, &d->tools);
+    HASH_ADD_STR(t->by_id, client_id, d);
+    if (!GW_HASH_ADDED(d, hh)) {
+        free(d);
+        *rc = GW_ENOMEM;
+        return NULL;
+    }
+    t->count++;
+    *rc = 0;
+    return d;
+}
+
+/* A device online (again): its tools are read unless already known. */
+static void discover_if_needed(struct gw_device *d)
+{
+    const struct gw_config *cfg = gw_config_live_get(d->table->config);
+
+    if (cfg->mcp.discover && (d->discovery.state == GW_MCP_IDLE ||
+                              d->discovery.state == GW_MCP_FAILED)) {
+        gw_mcp_discovery_start(&d->discovery);
+    }
+}
+
+/*
+ * The device is offline: out of the table, its requests ended with why
+ * (their callbacks run from here), listeners told, memory reaped when the
+ * loop turns. Starts nothing.
+ */
+static void record_gone(struct gw_device *d, enum gw_mcp_outcome why)
+{
+    struct gw_device_table *t = d->table;
+
+    GW_ASSERT(d->state == GW_DEVICE_KNOWN);
+    GW_ASSERT(d->session == NULL);
+    d->state = GW_DEVICE_GONE;
+    HASH_DEL(t->by_id, d);
+    t->count--;
+    if (d->presence.online) {
+        d->presence.online = false;
+        t->presence_count--;
+    }
+    gw_list_insert_tail(&t->reap, &d->reap_node);
+    if (!t->closing) {
+        uv_idle_start(&t->reaper, on_reap);
+    }
+    gw_mcp_discovery_cancel(&d->discovery);
+    gw_mcp_link_close(&d->link, why);
+    changed(t, d); /* state GONE: listeners drop it */
+}
+
+/* ---- presence ---- */
+
+/*
+ * News about an older connection than the one on record. Brokers publish
+ * presence in order, but an EMQX rule may report a taken-over session's
+ * disconnect after the new connect; the connection number (the plugin's
+ * counter, or EMQX's connected_at) puts them back in order.
+ */
+static bool stale(const struct gw_device *d, const struct gw_presence *p)
+{
+    return p->has_conn && d->presence.conn != 0 && p->conn < d->presence.conn;
+}
+
+int gw_device_on_presence(struct gw_device_table *t, const char *client_id,
+                          const struct gw_presence *p)
+{
+    struct gw_device *d = gw_device_find(t, client_id);
+    bool was_online;
+    int rc;
+
+    if (d != NULL && stale(d, p)) {
+        return GW_PRESENCE_SAME;
+    }
+    if (!p->online) {
+        if (d == NULL) {
+            return GW_PRESENCE_SAME;
+        }
+        if (d->presence.online) {
+            d->presence.online = false;
+            t->presence_count--;
+        }
+        d->presence.conn = p->conn;
+        if (d->session == NULL) {
+            record_gone(d, GW_MCP_OFFLINE);
+        }
+        return GW_PRESENCE_LEFT;
+    }
+    if (d == NULL && (d = record_add(t, client_id, &rc)) == NULL) {
+        return rc;
+    }
+    was_online = d->presence.online;
+    bool newer = p->conn != d->presence.conn;
+    memcpy(d->presence.address, p->address, sizeof(d->presence.address));
+    d->presence.conn = p->conn;
+    if (!was_online) {
+        d->presence.online = true;
+        t->presence_count++;
+    }
+    discover_if_needed(d);
+    if (!was_online && d->session == NULL) {
+        changed(t, d);
+    }
+    return !was_online ? GW_PRESENCE_ARRIVED
+           : newer     ? GW_PRESENCE_RETURNED
+                       : GW_PRESENCE_SAME;
+}
+
+void gw_device_table_presence_reset(struct gw_device_table *t)
+{
+    for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
+        d->presence.conn = 0;
+    }
+}
+
+/* ---- sessions ---- */
+
+int gw_device_attach_session(struct gw_device_table *t, const char *client_id,
+                             struct gw_session *s, const char *session_id,
+                             struct gw_device **out)
+{
+    struct gw_device *d = gw_device_find(t, client_id);
+    bool was_online = d != NULL;
+    int rc;
+
+    if (d == NULL && (d = record_add(t, client_id, &rc)) == NULL) {
+        return rc;
+    }
+    GW_ASSERT(d->session == NULL);
+    d->session = s;
+    d->link.session_id = session_id;
+    /* Also the start of the MCP link where no presence comes. */
+    discover_if_needed(d);
+    if (!was_online) {
+        changed(t, d);
+    }
+    *out = d;
+    return 0;
+}
+
+void gw_device_detach_session(struct gw_device *dev, struct gw_session *s,
+                              bool keep_online)
+{
+    if (dev->session != s) {
+        return;
+    }
+    dev->session = NULL;
+    dev->link.session_id = "";
+    /*
+     * With no presence from the broker, a device is known only while it
+     * talks: its record (and MCP link) ends with its last session.
+     */
+    if (!keep_online && !dev->presence.online &&
+        dev->state == GW_DEVICE_KNOWN) {
+        char subject[GW_CLIENT_ID_MAX + 8];
+        subject_of(dev->client_id, subject, sizeof(subject));
+        GW_LOG(GW_LOG_DEBUG, subject, "offline: %zu MCP request%s failed",
+               dev->link.n_pending, dev->link.n_pending == 1 ? "" : "s");
+        record_gone(dev, GW_MCP_OFFLINE);
+    }
+}
+
+/* ---- MCP ---- */
+
+int gw_device_refresh(struct gw_device_table *t, const char *client_id)
+{
+    struct gw_device *d = gw_device_find(t, client_id);
+
+    if (d == NULL) {
+        return GW_ENOENT;
+    }
+    gw_mcp_discovery_start(&d->discovery);
+    return 0;
+}
+
+bool gw_device_on_mcp(struct gw_device_table *t, const char *client_id,
+                      const struct gw_envelope *env)
+{
+    const cJSON *payload =
+        cJSON_GetObjectItemCaseSensitive(env->root, "payload");
+    struct gw_device *d = gw_device_find(t, client_id);
+    char subject[GW_CLIENT_ID_MAX + 16];
+    struct gw_rpc rpc;
+
+    snprintf(subject, sizeof(subject), "dev=%s mcp", client_id);
+    if (gw_rpc_classify(payload, &rpc) != 0) {
+        t->links.stats.refused++;
+        gw_log(GW_LOG_WARN, subject, "mcp payload is not JSON-RPC: dropped");
+        return true;
+    }
+    if (rpc.kind == GW_RPC_RESPONSE) {
+        if (d != NULL) {
+            gw_mcp_link_on_response(&d->link, &rpc);
+        } else {
+            t->links.stats.unsolicited++;
+            GW_LOG(GW_LOG_DEBUG, subject, "response from an unknown device");
+        }
+        return true;
+    }
+    if (rpc.kind == GW_RPC_NOTIFICATION &&
+        strcmp(rpc.method, "notifications/tools/list_changed") == 0) {
+        t->links.stats.list_changed++;
+        if (d != NULL) {
+            gw_log(GW_LOG_INFO, subject, "tools changed: reading them again");
+            gw_mcp_discovery_start(&d->discovery);
+        }
+    }
+    return false; /* the backend may want it too */
+}
+
+/* ---- shutdown ---- */
+
+static void on_reaper_closed(uv_handle_t *handle)
+{
+    struct gw_device_table *t = handle->data;
+
+    reap_all(t);
+    if (t->close_cb != NULL) {
+        t->close_cb(t, t->close_arg);
+    }
+}
+
+void gw_device_table_close(struct gw_device_table *t,
+                           void (*cb)(struct gw_device_table *t, void *arg),
+                           void *arg)
+{
+    struct gw_device *d, *tmp;
+
+    if (t->closing) {
+        return;
+    }
+    t->closing = true;
+    t->close_cb = cb;
+    t->close_arg = arg;
+    gw_mcp_discoverer_stop(&t->discoverer);
+    HASH_ITER(hh, t->by_id, d, tmp)
+    {
+        if (d->session != NULL) {
+            /* Sessions have ended by now; a straggler lets go here. */
+            d->session = NULL;
+            d->link.session_id = "";
+        }
+        record_gone(d, GW_MCP_CANCELLED);
+    }
+    gw_mcp_links_close(&t->links);
+    uv_idle_stop(&t->reaper);
+    uv_close((uv_handle_t *)&t->reaper, on_reaper_closed);
+}

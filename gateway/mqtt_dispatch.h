@@ -1,0 +1,37 @@
+/*
+ * Messages from the broker, dispatched (docs/architecture.md section 3):
+ * a device's up topic carries its hello (a new session), MCP (its link),
+ * and everything else for its session; the presence topic feeds the
+ * device table. Bad messages are refused, logged and counted here.
+ */
+#ifndef GW_MQTT_DISPATCH_H
+#define GW_MQTT_DISPATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/mqtt_link.h"
+#include "gateway/config_hold.h"
+#include "gateway/counters.h"
+#include "gateway/device_table.h"
+#include "gateway/publish.h"
+#include "gateway/session.h"
+
+struct gw_mqtt_dispatch {
+    struct gw_config_live *config;
+    struct gw_device_table *devices;
+    struct gw_sessions *sessions;
+    struct gw_publisher *pub;
+    struct gw_counters *counters;
+    bool stopping; /* shutdown: hellos are refused */
+};
+
+/* The link's message callback; arg is a struct gw_mqtt_dispatch. */
+void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
+                              const uint8_t *payload, size_t len, void *arg);
+
+/* The link's state callback; arg is a struct gw_mqtt_dispatch. */
+void gw_mqtt_dispatch_state(struct gw_mqtt_link *link, bool up, void *arg);
+
+#endif /* GW_MQTT_DISPATCH_H */
