@@ -1,5 +1,5 @@
 /*
- * hybridgw's Mosquitto 2.0 plugin (v5 API, DESIGN.md section 2): xiaozhi
+ * hybridgw's Mosquitto 2.0 plugin (v5 API, docs/architecture.md section 2): xiaozhi
  * device auth and ACLs, uplink topic rewrite, direct downlink delivery and
  * retained presence. The decisions live in policy.c and clients.c; this
  * file only wires them to the broker's events.

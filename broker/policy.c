@@ -1,5 +1,5 @@
 /*
- * Auth, ACL, routing and presence rules of the broker plugin (DESIGN.md
+ * Auth, ACL, routing and presence rules of the broker plugin (docs/architecture.md
  * section 2), built on the gateway's own client id, topic and credential
  * code so that broker and gateway agree on every id and password.
  */

@@ -1,5 +1,5 @@
 /*
- * Binary audio frames on the backend WebSocket (PROTOCOL.md section 6): one
+ * Binary audio frames on the backend WebSocket (docs/protocol.md section 6): one
  * Opus packet per message, behind a header chosen by the backend's framing.
  * Built for zero copy: the header can be written in front of a payload that
  * is already in place, and decoding points into the received buffer.
@@ -13,7 +13,7 @@
 #include "codec/udp_header.h"
 #include "common/error.h"
 
-/* Binary audio framing toward a backend (PROTOCOL.md section 6). */
+/* Binary audio framing toward a backend (docs/protocol.md section 6). */
 enum gw_framing {
     GW_FRAMING_V2, /* 16-byte header, xiaozhi server ?from=mqtt_gateway */
     GW_FRAMING_V3, /* 4-byte header */

@@ -1,5 +1,5 @@
 /*
- * JSON envelopes of the control channel (PROTOCOL.md section 5): bounded,
+ * JSON envelopes of the control channel (docs/protocol.md section 5): bounded,
  * strict parsing of one message, its type and session_id, the goodbye the
  * gateway builds, and re-serialisation with the current session_id.
  */
@@ -18,7 +18,7 @@
  * callback needs to risk. */
 #define GW_ENVELOPE_MAX_DEPTH 32
 
-/* Largest payload the gateway sends to a device (PROTOCOL.md section 2). */
+/* Largest payload the gateway sends to a device (docs/protocol.md section 2). */
 #define GW_ENVELOPE_DEVICE_MAX 8192
 
 /* Message types the relay switches on; everything else is OTHER and is

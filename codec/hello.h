@@ -1,5 +1,5 @@
 /*
- * The hello handshake (PROTOCOL.md sections 3 and 6): device hello in,
+ * The hello handshake (docs/protocol.md sections 3 and 6): device hello in,
  * backend hello out, backend hello reply in, server hello out, and the
  * server hello as the firmware (v2.4) checks it, for the simulated device.
  */
@@ -50,7 +50,7 @@ struct gw_device_hello {
 };
 
 /*
- * Validates a device hello (root from gw_envelope_parse) per PROTOCOL.md
+ * Validates a device hello (root from gw_envelope_parse) per docs/protocol.md
  * section 3: type "hello"; transport "udp"; version an integer 1..3;
  * features, if present, an object whose mcp/aec/glyph_push are booleans;
  * audio_params, if present, an object whose members, each optional, are
@@ -69,7 +69,7 @@ GW_MUST_CHECK int gw_device_hello_parse(const cJSON *root,
 void gw_device_hello_free(struct gw_device_hello *h);
 
 /*
- * Builds the first message to the backend (PROTOCOL.md section 6), in this
+ * Builds the first message to the backend (docs/protocol.md section 6), in this
  * order: {"type":"hello","version":2,"transport":"websocket",
  * "audio_params":{format,sample_rate,channels,frame_duration, then the
  * device's other audio_params members},"features":<device's, omitted when

@@ -1,6 +1,6 @@
 /*
  * Hex text <-> bytes, for the key and nonce fields of the hello
- * (PROTOCOL.md section 3). Decoding is case-insensitive and strict.
+ * (docs/protocol.md section 3). Decoding is case-insensitive and strict.
  */
 #ifndef GW_CODEC_HEX_H
 #define GW_CODEC_HEX_H

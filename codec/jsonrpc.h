@@ -1,5 +1,5 @@
 /*
- * JSON-RPC 2.0 as MCP carries it (PROTOCOL.md section 7): strict
+ * JSON-RPC 2.0 as MCP carries it (docs/protocol.md section 7): strict
  * classification of one message, the error codes the gateway answers with,
  * and builders for the messages it sends. Pure: cJSON in, cJSON out.
  */
@@ -82,7 +82,7 @@ cJSON *gw_rpc_error_with(const cJSON *id, cJSON *error);
 
 /*
  * A valid JSON-RPC error object made from what a device sent: firmware
- * omits "code" (PROTOCOL.md section 7). An integral code is kept, a
+ * omits "code" (docs/protocol.md section 7). An integral code is kept, a
  * missing or bad one becomes GW_RPC_INTERNAL_ERROR; a string message is
  * kept, anything else becomes "device error"; "data" is copied when
  * present. error may be NULL or any value. NULL on OOM only.

@@ -1,5 +1,5 @@
 /*
- * MCP tool lists (PROTOCOL.md section 7): a device's tools/list pages,
+ * MCP tool lists (docs/protocol.md section 7): a device's tools/list pages,
  * which of its tools are user-only, and the names under which the
  * gateway's aggregated MCP server shows the tools of many devices.
  */

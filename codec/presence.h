@@ -1,6 +1,6 @@
 /*
  * Device presence as the broker plugin (or an EMQX rule) publishes it on
- * devices/<client_id>/presence (DESIGN.md section 2):
+ * devices/<client_id>/presence (docs/architecture.md section 2):
  *   {"state":"online","address":"<ip>","conn":N}   or
  *   {"state":"offline","conn":N}
  * "address" and "conn" are optional; other members are ignored, so the

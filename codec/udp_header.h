@@ -1,6 +1,6 @@
 /*
  * The 16-byte header in front of every UDP audio datagram, both directions
- * (PROTOCOL.md section 4): pack it, and parse it with the same checks, in
+ * (docs/protocol.md section 4): pack it, and parse it with the same checks, in
  * the same order, as the device firmware applies to what it receives.
  */
 #ifndef GW_CODEC_UDP_HEADER_H

@@ -1,5 +1,5 @@
 /*
- * The gateway's configuration (DESIGN.md section 5): a JSON file, loaded
+ * The gateway's configuration (docs/architecture.md section 5): a JSON file, loaded
  * parse -> validate -> apply into one plain struct. Every key is declared
  * once, in config_schema.c, with its type, default, range and whether a
  * SIGHUP reload may change it.

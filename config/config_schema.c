@@ -1,5 +1,5 @@
 /*
- * Every config key, declared once (DESIGN.md section 5), and the generic
+ * Every config key, declared once (docs/architecture.md section 5), and the generic
  * walks over those declarations: defaults, free, compare, dump.
  */
 #include "config/config_schema.h"
@@ -71,7 +71,7 @@ static const char *check_name(void *field)
     return NULL;
 }
 
-/* The URL is used verbatim (PROTOCOL.md section 5), so only its shape. */
+/* The URL is used verbatim (docs/protocol.md section 6), so only its shape. */
 static const char *check_url(void *field)
 {
     const char *s = *(char **)field;
@@ -159,7 +159,7 @@ static const char *check_mac(void *field)
     return NULL;
 }
 
-/* A client id is a topic level (PROTOCOL.md section 1). */
+/* A client id is a topic level (docs/protocol.md section 1). */
 static const char *check_client_id(void *field)
 {
     const char *s = *(char **)field;

@@ -1,5 +1,5 @@
 /*
- * The config schema: every key of DESIGN.md section 5 declared once, with
+ * The config schema: every key of docs/architecture.md section 5 declared once, with
  * its type, target member, default, range, reload policy and validator.
  * The loader, the reload diff and the dump all walk these tables.
  */

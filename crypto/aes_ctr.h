@@ -1,5 +1,5 @@
 /*
- * AES-128-CTR for the UDP audio channel (PROTOCOL.md section 4): the
+ * AES-128-CTR for the UDP audio channel (docs/protocol.md section 4): the
  * initial counter block of each packet is its 16-byte header as sent.
  */
 #ifndef GW_CRYPTO_AES_CTR_H

@@ -1,5 +1,5 @@
 /*
- * Fresh key material for each device hello (PROTOCOL.md section 3): a
+ * Fresh key material for each device hello (docs/protocol.md section 3): a
  * random AES key, a random ssrc and the nonce (header template) built on it.
  */
 #ifndef GW_CRYPTO_SESSION_KEYS_H

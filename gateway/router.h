@@ -1,5 +1,5 @@
 /*
- * Backend routing (DESIGN.md section 5): the first route whose match fits
+ * Backend routing (docs/architecture.md section 5): the first route whose match fits
  * the device picks the backends to try, in order.
  */
 #ifndef GW_ROUTER_H

@@ -1,6 +1,6 @@
 /*
  * hybridgw-sim backend: a mock of the xiaozhi server's gateway endpoint
- * (PROTOCOL.md sections 5-7). Each observation becomes one JSON line
+ * (docs/protocol.md sections 5-7). Each observation becomes one JSON line
  * (--events) so tests and benchmarks can check what the gateway delivered.
  * This file runs the process: the lws context on the loop, the outputs
  * and the shutdown.

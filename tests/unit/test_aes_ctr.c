@@ -17,7 +17,7 @@
 #include "crypto/aes_ctr.h"
 
 #define VECTORS     GW_SOURCE_DIR "/tests/vectors/crypto/aes_ctr_packets.txt"
-#define MAX_PAYLOAD 1484 /* PROTOCOL.md section 4 */
+#define MAX_PAYLOAD 1484 /* docs/protocol.md section 4 */
 
 /* OpenSSL allocations since start, counted through CRYPTO_set_mem_functions. */
 static size_t openssl_allocs;

@@ -1,5 +1,5 @@
 /*
- * Hello key material: the nonce layout of PROTOCOL.md section 3, and the
+ * Hello key material: the nonce layout of docs/protocol.md section 3, and the
  * random key and ssrc draws.
  */
 #include <setjmp.h>

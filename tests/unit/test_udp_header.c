@@ -169,7 +169,7 @@ static void test_pack_bytes(void **state)
 
 /*
  * The hello's nonce is a header template; the device copies bytes 0, 1 and
- * 4..7 of it into every uplink header (PROTOCOL.md section 3).
+ * 4..7 of it into every uplink header (docs/protocol.md section 3).
  */
 static void test_nonce_template(void **state)
 {
