@@ -334,6 +334,15 @@ void gw_device_detach_session(struct gw_device *dev, struct gw_session *s,
 
 /* ---- MCP ---- */
 
+void gw_device_settle(struct gw_device_table *t, const char *client_id)
+{
+    struct gw_device *d = gw_device_find(t, client_id);
+
+    if (d != NULL && d->session == NULL && !d->presence.online) {
+        record_gone(d, GW_MCP_OFFLINE);
+    }
+}
+
 int gw_device_refresh(struct gw_device_table *t, const char *client_id)
 {
     struct gw_device *d = gw_device_find(t, client_id);
@@ -396,7 +405,7 @@ void gw_device_table_close(struct gw_device_table *t,
                            void (*cb)(struct gw_device_table *t, void *arg),
                            void *arg)
 {
-    struct gw_device *d, *tmp;
+    struct gw_device *d;
 
     if (t->closing) {
         return;
@@ -405,8 +414,7 @@ void gw_device_table_close(struct gw_device_table *t,
     t->close_cb = cb;
     t->close_arg = arg;
     gw_mcp_discoverer_stop(&t->discoverer);
-    HASH_ITER(hh, t->by_id, d, tmp)
-    {
+    while ((d = t->by_id) != NULL) {
         if (d->session != NULL) {
             /* Sessions have ended by now; a straggler lets go here. */
             d->session = NULL;

@@ -167,6 +167,13 @@ int gw_device_attach_session(struct gw_device_table *t, const char *client_id,
 void gw_device_detach_session(struct gw_device *dev, struct gw_session *s,
                               bool keep_online);
 
+/*
+ * A device kept online for a session that did not follow (a newer hello
+ * was refused after replacing the old session): with neither a session
+ * nor the broker's word, it goes offline.
+ */
+void gw_device_settle(struct gw_device_table *t, const char *client_id);
+
 /* Re-reads the device's tools (on demand). GW_ENOENT if not online. */
 int gw_device_refresh(struct gw_device_table *t, const char *client_id);
 

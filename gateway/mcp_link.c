@@ -503,13 +503,11 @@ void gw_mcp_abandon(struct gw_mcp_links *links, uint64_t handle)
 
 void gw_mcp_link_close(struct gw_mcp_link *link, enum gw_mcp_outcome why)
 {
-    struct gw_mcp_request *p, *tmp;
-
     link->open = false;
-    /* Closed first: no queued call goes out while the others end. */
-    HASH_ITER(hh, link->pending, p, tmp)
-    {
-        fail(p, why);
+    /* Closed first: no queued call goes out while the others end. Always
+     * the head: a callback may end other requests of the link too. */
+    while (link->pending != NULL) {
+        fail(link->pending, why);
     }
     GW_ASSERT(link->n_pending == 0);
     GW_ASSERT(gw_list_empty(&link->calls));
@@ -518,13 +516,10 @@ void gw_mcp_link_close(struct gw_mcp_link *link, enum gw_mcp_outcome why)
 
 void gw_mcp_links_close(struct gw_mcp_links *links)
 {
-    struct gw_mcp_request *p, *tmp;
-
     links->closed = true;
     /* Refusals waiting on a zero timer belong to no link. */
-    HASH_ITER(hh_handle, links->by_handle, p, tmp)
-    {
-        fail(p, GW_MCP_CANCELLED);
+    while (links->by_handle != NULL) {
+        fail(links->by_handle, GW_MCP_CANCELLED);
     }
 }
 

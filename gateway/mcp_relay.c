@@ -120,8 +120,9 @@ static void backend_tools_list(struct gw_mcp_relay *relay,
                                                 "out of memory"));
             return;
         }
-        GW_LOG(GW_LOG_DEBUG, dev->client_id,
-               "tools/list answered from the cache");
+        char subject[GW_CLIENT_ID_MAX + 16];
+        snprintf(subject, sizeof(subject), "dev=%s mcp", dev->client_id);
+        GW_LOG(GW_LOG_DEBUG, subject, "tools/list answered from the cache");
         send_to_backend(relay, gw_rpc_result(rpc->id, result));
         return;
     }

@@ -479,11 +479,11 @@ struct gw_session *gw_sessions_find(const struct gw_sessions *t,
 
 void gw_sessions_end_all(struct gw_sessions *t, enum gw_session_end why)
 {
-    struct gw_list *it, *tmp;
+    struct gw_list *first;
 
-    GW_LIST_FOREACH_SAFE(it, tmp, &t->live)
-    {
-        gw_session_end(GW_LIST_ENTRY(it, struct gw_session, node), why);
+    /* Always the head: ending a session moves it to the closing list. */
+    while ((first = gw_list_first(&t->live)) != NULL) {
+        gw_session_end(GW_LIST_ENTRY(first, struct gw_session, node), why);
     }
 }
 
@@ -497,6 +497,7 @@ static int refuse_hello(struct gw_sessions *t, const char *client_id,
     t->env.counters->refused[why]++;
     gw_log(GW_LOG_WARN, subject, "refused: %s", text);
     gw_publish_goodbye(t->env.pub, client_id, "");
+    gw_device_settle(t->env.devices, client_id);
     return rc;
 }
 
@@ -526,6 +527,7 @@ int gw_session_start(struct gw_sessions *t, const char *client_id,
     }
     struct gw_session *s = calloc(1, sizeof(*s));
     if (s == NULL) {
+        gw_device_settle(env->devices, client_id);
         return GW_ENOMEM;
     }
     memcpy(s->client_id, client_id, cid_len + 1);
