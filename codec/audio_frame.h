@@ -1,6 +1,6 @@
 /*
- * Binary audio frames on the backend WebSocket (docs/protocol.md section 6): one
- * Opus packet per message, behind a header chosen by the backend's framing.
+ * Binary audio frames on the backend WebSocket (docs/protocol.md section 6):
+ * one Opus packet per message, behind a header chosen by the backend's framing.
  * Built for zero copy: the header can be written in front of a payload that
  * is already in place, and decoding points into the received buffer.
  */
@@ -14,10 +14,15 @@
 #include "common/error.h"
 
 /* Binary audio framing toward a backend (docs/protocol.md section 6). */
+#define GW_FRAMING_MAP(XX)                                                     \
+    XX(V2, "v2")   /* 16-byte header, xiaozhi server ?from=mqtt_gateway */     \
+    XX(V3, "v3")   /* 4-byte header */                                         \
+    XX(RAW, "raw") /* the Opus packet alone */
+
 enum gw_framing {
-    GW_FRAMING_V2, /* 16-byte header, xiaozhi server ?from=mqtt_gateway */
-    GW_FRAMING_V3, /* 4-byte header */
-    GW_FRAMING_RAW /* the Opus packet alone */
+#define XX(name, _) GW_FRAMING_##name,
+    GW_FRAMING_MAP(XX)
+#undef XX
 };
 
 /*

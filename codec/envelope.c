@@ -9,14 +9,10 @@
 #include "codec/utf8.h"
 
 /* Type strings in enum order, index 0 (OTHER) unused. */
-static const char *const type_names[] = {
-    [GW_MSG_HELLO] = "hello",   [GW_MSG_GOODBYE] = "goodbye",
-    [GW_MSG_LISTEN] = "listen", [GW_MSG_ABORT] = "abort",
-    [GW_MSG_MCP] = "mcp",       [GW_MSG_STT] = "stt",
-    [GW_MSG_LLM] = "llm",       [GW_MSG_TTS] = "tts",
-    [GW_MSG_ALERT] = "alert",   [GW_MSG_SYSTEM] = "system",
-    [GW_MSG_CUSTOM] = "custom", [GW_MSG_UDP_TIMEOUT] = "udp_timeout",
-    [GW_MSG_IOT] = "iot",
+static const char *const type_names[GW_MSG_TYPE_COUNT_] = {
+#define XX(name, text) [GW_MSG_##name] = text,
+    GW_MSG_TYPE_MAP(XX)
+#undef XX
 };
 
 enum gw_msg_type gw_envelope_type(const char *type)
@@ -24,7 +20,7 @@ enum gw_msg_type gw_envelope_type(const char *type)
     if (type == NULL) {
         return GW_MSG_OTHER;
     }
-    for (size_t i = 1; i < sizeof(type_names) / sizeof(type_names[0]); i++) {
+    for (size_t i = 1; i < GW_MSG_TYPE_COUNT_; i++) {
         if (strcmp(type, type_names[i]) == 0) {
             return (enum gw_msg_type)i;
         }

@@ -18,26 +18,34 @@
  * callback needs to risk. */
 #define GW_ENVELOPE_MAX_DEPTH 32
 
-/* Largest payload the gateway sends to a device (docs/protocol.md section 2). */
+/* Largest payload the gateway sends to a device (docs/protocol.md section 2).
+ */
 #define GW_ENVELOPE_DEVICE_MAX 8192
 
 /* Message types the relay switches on; everything else is OTHER and is
  * relayed untouched. */
+/* Every "type" the gateway knows, with its wire string. */
+#define GW_MSG_TYPE_MAP(XX)                                                    \
+    XX(HELLO, "hello")             /* handshake, both directions */            \
+    XX(GOODBYE, "goodbye")         /* end of session, both directions */       \
+    XX(LISTEN, "listen")           /* device: start/stop/detect */             \
+    XX(ABORT, "abort")             /* device: interrupt TTS */                 \
+    XX(MCP, "mcp")                 /* JSON-RPC carried both ways */            \
+    XX(STT, "stt")                 /* backend: recognised text */              \
+    XX(LLM, "llm")                 /* backend: emotion */                      \
+    XX(TTS, "tts")                 /* backend: start/stop/sentence_start */    \
+    XX(ALERT, "alert")             /* backend: status/message/emotion */       \
+    XX(SYSTEM, "system")           /* backend: command (reboot) */             \
+    XX(CUSTOM, "custom")           /* backend: custom payload */               \
+    XX(UDP_TIMEOUT, "udp_timeout") /* device (some forks): a goodbye */        \
+    XX(IOT, "iot") /* device (firmware 1.x): legacy descriptors/states */
+
 enum gw_msg_type {
-    GW_MSG_OTHER = 0,   /* unknown to the gateway (error, ping, server...) */
-    GW_MSG_HELLO,       /* handshake, both directions */
-    GW_MSG_GOODBYE,     /* end of session, both directions */
-    GW_MSG_LISTEN,      /* device: start/stop/detect */
-    GW_MSG_ABORT,       /* device: interrupt TTS */
-    GW_MSG_MCP,         /* JSON-RPC carried both ways */
-    GW_MSG_STT,         /* backend: recognised text */
-    GW_MSG_LLM,         /* backend: emotion */
-    GW_MSG_TTS,         /* backend: start/stop/sentence_start */
-    GW_MSG_ALERT,       /* backend: alert with status/message/emotion */
-    GW_MSG_SYSTEM,      /* backend: command (reboot) */
-    GW_MSG_CUSTOM,      /* backend: custom payload */
-    GW_MSG_UDP_TIMEOUT, /* device (some forks): treated as goodbye */
-    GW_MSG_IOT          /* device (firmware 1.x): legacy descriptors/states */
+    GW_MSG_OTHER = 0, /* unknown to the gateway (error, ping, server...) */
+#define XX(name, _) GW_MSG_##name,
+    GW_MSG_TYPE_MAP(XX)
+#undef XX
+        GW_MSG_TYPE_COUNT_
 };
 
 /* One parsed message. type and session_id point into root and live as

@@ -1,8 +1,8 @@
 /*
- * The gateway's configuration (docs/architecture.md section 5): a JSON file, loaded
- * parse -> validate -> apply into one plain struct. Every key is declared
- * once, in config_schema.c, with its type, default, range and whether a
- * SIGHUP reload may change it.
+ * The gateway's configuration (docs/architecture.md section 5): a JSON file,
+ * loaded parse -> validate -> apply into one plain struct. Every key is
+ * declared once, in config_schema.c, with its type, default, range and whether
+ * a SIGHUP reload may change it.
  */
 #ifndef GW_CONFIG_H
 #define GW_CONFIG_H
@@ -16,10 +16,15 @@
 #include "common/log.h"
 
 /* How the gateway authenticates its WebSocket to a backend. */
+#define GW_AUTH_SCHEME_MAP(XX)                                                 \
+    XX(NONE, "none")                 /* no authorization header */             \
+    XX(BEARER, "bearer")             /* static "Bearer <token>" */             \
+    XX(XIAOZHI_HMAC, "xiaozhi-hmac") /* "Bearer <sig>.<ts>" with secret */
+
 enum gw_auth_scheme {
-    GW_AUTH_NONE,        /* no authorization header */
-    GW_AUTH_BEARER,      /* static "Bearer <token>" */
-    GW_AUTH_XIAOZHI_HMAC /* "Bearer <sig>.<ts>" signed with secret */
+#define XX(name, _) GW_AUTH_##name,
+    GW_AUTH_SCHEME_MAP(XX)
+#undef XX
 };
 
 struct gw_backend_config {

@@ -1,6 +1,6 @@
 /*
- * Every config key, declared once (docs/architecture.md section 5), and the generic
- * walks over those declarations: defaults, free, compare, dump.
+ * Every config key, declared once (docs/architecture.md section 5), and the
+ * generic walks over those declarations: defaults, free, compare, dump.
  */
 #include "config/config_schema.h"
 
@@ -233,25 +233,24 @@ static const char *check_origin(void *field)
 /* ---- enum spellings ---------------------------------------------------- */
 
 static const struct gw_config_name framings[] = {
-    {"v2", GW_FRAMING_V2},
-    {"v3", GW_FRAMING_V3},
-    {"raw", GW_FRAMING_RAW},
-    {NULL, 0},
+#define XX(name, text) {text, GW_FRAMING_##name},
+    GW_FRAMING_MAP(XX)
+#undef XX
+        {NULL, 0},
 };
 
 static const struct gw_config_name auth_schemes[] = {
-    {"none", GW_AUTH_NONE},
-    {"bearer", GW_AUTH_BEARER},
-    {"xiaozhi-hmac", GW_AUTH_XIAOZHI_HMAC},
-    {NULL, 0},
+#define XX(name, text) {text, GW_AUTH_##name},
+    GW_AUTH_SCHEME_MAP(XX)
+#undef XX
+        {NULL, 0},
 };
 
 static const struct gw_config_name log_levels[] = {
-    {"error", GW_LOG_ERROR},
-    {"warn", GW_LOG_WARN},
-    {"info", GW_LOG_INFO},
-    {"debug", GW_LOG_DEBUG},
-    {NULL, 0},
+#define XX(level, text) {text, GW_LOG_##level},
+    GW_LOG_LEVEL_MAP(XX)
+#undef XX
+        {NULL, 0},
 };
 
 static const struct gw_config_name log_formats[] = {

@@ -440,7 +440,7 @@ int gw_mcp_client_create(struct gw_mcp_server *srv, const char *client_id,
     snprintf(cl->version, sizeof(cl->version), "%s", version);
     cl->last_used_ms = now_ms(srv);
     HASH_ADD(hh, srv->clients, id, GW_MCP_SESSION_ID_LEN, cl);
-    if (cl->hh.tbl == NULL) { /* the table could not grow */
+    if (!GW_HASH_ADDED(cl, hh)) { /* the table could not grow */
         free(cl);
         return GW_ENOMEM;
     }
