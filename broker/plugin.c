@@ -1,7 +1,7 @@
 /*
- * hybridgw's Mosquitto 2.0 plugin (v5 API, docs/architecture.md section 2): xiaozhi
- * device auth and ACLs, uplink topic rewrite, direct downlink delivery and
- * retained presence. The decisions live in policy.c and clients.c; this
+ * hybridgw's Mosquitto 2.0 plugin (v5 API, docs/architecture.md section 2):
+ * xiaozhi device auth and ACLs, uplink topic rewrite, direct downlink delivery
+ * and retained presence. The decisions live in policy.c and clients.c; this
  * file only wires them to the broker's events.
  *
  * Mosquitto 2.0.11 has no connect event: a device is announced online from

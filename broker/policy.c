@@ -1,7 +1,8 @@
 /*
- * Auth, ACL, routing and presence rules of the broker plugin (docs/architecture.md
- * section 2), built on the gateway's own client id, topic and credential
- * code so that broker and gateway agree on every id and password.
+ * Auth, ACL, routing and presence rules of the broker plugin
+ * (docs/architecture.md section 2), built on the gateway's own client id, topic
+ * and credential code so that broker and gateway agree on every id and
+ * password.
  */
 #include "broker/policy.h"
 

@@ -1,6 +1,6 @@
 /*
- * Device MQTT client ids (docs/protocol.md section 1): GROUP@@@MAC@@@UUID, or the
- * legacy GROUP@@@MAC, split into parts that point into the caller's buffer.
+ * Device MQTT client ids (docs/protocol.md section 1): GROUP@@@MAC@@@UUID, or
+ * the legacy GROUP@@@MAC, split into parts that point into the caller's buffer.
  * The id becomes a topic level (devices/<client_id>/up), so ids that could
  * not be one are refused.
  */

@@ -1,6 +1,6 @@
 /*
- * The config schema: every key of docs/architecture.md section 5 declared once, with
- * its type, target member, default, range, reload policy and validator.
+ * The config schema: every key of docs/architecture.md section 5 declared once,
+ * with its type, target member, default, range, reload policy and validator.
  * The loader, the reload diff and the dump all walk these tables.
  */
 #ifndef GW_CONFIG_SCHEMA_H

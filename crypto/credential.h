@@ -1,7 +1,8 @@
 /*
  * Shared-secret credentials of the xiaozhi ecosystem: the device MQTT
  * password, the backend WebSocket bearer token and the management API's
- * daily token (docs/protocol.md sections 1, 6 and 8), compared in constant time.
+ * daily token (docs/protocol.md sections 1, 6 and 8), compared in constant
+ * time.
  */
 #ifndef GW_CRYPTO_CREDENTIAL_H
 #define GW_CRYPTO_CREDENTIAL_H

@@ -235,7 +235,7 @@ static struct lws_vhost *ca_vhost(struct gw_backend_ws *bws,
     info.vhost_name = ca->name;
     info.client_ssl_ca_filepath = ca->path;
     info.connect_timeout_secs = LWS_STAGE_TIMEOUT_S;
-    ca->vh = lws_create_vhost(bws->ctx, &info);
+    ca->vh = lws_create_vhost(bws->lws.ctx, &info);
     if (ca->vh == NULL) {
         free(ca);
         return NULL;
@@ -252,7 +252,7 @@ static void conn_start(struct gw_backend_conn *conn, struct lws_vhost *vh)
     struct lws_client_connect_info ci;
 
     memset(&ci, 0, sizeof(ci));
-    ci.context = bws->ctx;
+    ci.context = bws->lws.ctx;
     ci.vhost = vh;
     ci.address = conn->address;
     ci.port = conn->port;
@@ -327,11 +327,7 @@ int gw_backend_conn_open(struct gw_backend_ws *bws,
      * from now, whatever ran before us in the turn. */
     uv_update_time(bws->loop);
     conn->started_ms = uv_now(bws->loop);
-    conn->next = bws->conns;
-    if (bws->conns != NULL) {
-        bws->conns->prev = conn;
-    }
-    bws->conns = conn;
+    gw_list_insert_head(&bws->conns, &conn->link);
     bws->stats.live++;
     uv_timer_init(bws->loop, &conn->timer);
     conn->timer.data = conn;

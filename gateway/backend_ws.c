@@ -21,7 +21,6 @@
 
 #include "gateway/backend_ws_int.h"
 #include "common/log.h"
-#include "gateway/lws_uv.h"
 
 #define SHUTDOWN_GRACE_MS 1000 /* for open connections to close cleanly */
 #define TICK_MS           1
@@ -54,14 +53,7 @@ static void on_conn_closed(uv_handle_t *handle)
     struct gw_backend_conn *conn = handle->data;
     struct gw_backend_ws *bws = conn->bws;
 
-    if (conn->prev != NULL) {
-        conn->prev->next = conn->next;
-    } else {
-        bws->conns = conn->next;
-    }
-    if (conn->next != NULL) {
-        conn->next->prev = conn->prev;
-    }
+    gw_list_unlink(&conn->link);
     bws->stats.live--;
     gw_log(GW_LOG_INFO, conn->subject, "backend %s closed after %llu ms: %s",
            conn->name,
@@ -72,7 +64,7 @@ static void on_conn_closed(uv_handle_t *handle)
     }
     gw_backend_io_release(conn);
     free(conn);
-    if (bws->phase == BWS_DRAINING && bws->conns == NULL) {
+    if (bws->phase == BWS_DRAINING && gw_list_empty(&bws->conns)) {
         uv_timer_start(&bws->timer, on_shutdown_tick, 0, TICK_MS);
     }
 }
@@ -304,6 +296,7 @@ int gw_backend_ws_init(uv_loop_t *loop, const char *ca_file,
     if (bws == NULL) {
         return GW_ENOMEM;
     }
+    gw_list_init(&bws->conns);
     memset(&info, 0, sizeof(info));
     info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.port = CONTEXT_PORT_NO_LISTEN;
@@ -314,11 +307,10 @@ int gw_backend_ws_init(uv_loop_t *loop, const char *ca_file,
     info.connect_timeout_secs = LWS_STAGE_TIMEOUT_S;
     info.user = bws; /* on_lws finds bws through the context */
     /* No info.extensions: permessage-deflate is never offered. */
-    if (gw_lws_uv_create(loop, &info, "backend", "WebSocket", &bws->ctx) != 0) {
+    if (gw_lws_uv_create(&bws->lws, loop, &info, "backend", "WebSocket") != 0) {
         free(bws);
         return GW_ECONFIG;
     }
-    bws->ctx_tag = bws->ctx;
     bws->loop = loop;
     uv_timer_init(loop, &bws->timer);
     bws->timer.data = bws;
@@ -343,52 +335,54 @@ static void on_bws_closed(uv_handle_t *handle)
 
 /*
  * Shutdown, one step per tick: wait for the connections (forcing them
- * after the grace period), destroy the context (first phase: lws closes
- * its uv handles), wait until those handles are gone from the loop, then
- * destroy again (second phase: lws frees the context).
+ * after the grace period), then tear the context down (gw_lws_uv_teardown
+ * takes the ticks it needs).
  */
 static void on_shutdown_tick(uv_timer_t *timer)
 {
     struct gw_backend_ws *bws = timer->data;
+    struct gw_list *it, *tmp;
 
     if (bws->phase == BWS_DRAINING) {
-        if (bws->conns != NULL) {
-            for (struct gw_backend_conn *c = bws->conns; c != NULL;
-                 c = c->next) {
-                gw_backend_finish(c, "closed by gateway", true);
+        if (!gw_list_empty(&bws->conns)) {
+            GW_LIST_FOREACH_SAFE(it, tmp, &bws->conns)
+            {
+                gw_backend_finish(
+                    GW_LIST_ENTRY(it, struct gw_backend_conn, link),
+                    "closed by gateway", true);
             }
             return; /* their close callbacks come next */
         }
         bws->phase = BWS_DESTROYING;
-        bws->deadline_ms = gw_lws_uv_destroy_start(bws->loop, bws->ctx);
-        return;
     }
-    if (bws->phase != BWS_DESTROYING ||
-        !gw_lws_uv_destroy_finish(bws->loop, &bws->ctx, bws->ctx_tag,
-                                  bws->deadline_ms, "backend", "WebSocket")) {
+    if (bws->phase != BWS_DESTROYING || !gw_lws_uv_teardown(&bws->lws)) {
         return;
     }
     bws->phase = BWS_CLOSED;
-    uv_timer_stop(timer);
     uv_close((uv_handle_t *)timer, on_bws_closed);
 }
 
 void gw_backend_ws_close(struct gw_backend_ws *bws, gw_backend_ws_close_cb cb,
                          void *arg)
 {
+    struct gw_list *it, *tmp;
+
     if (bws == NULL || bws->phase != BWS_RUNNING) {
         return;
     }
     bws->phase = BWS_DRAINING;
     bws->close_cb = cb;
     bws->close_arg = arg;
-    for (struct gw_backend_conn *c = bws->conns; c != NULL; c = c->next) {
+    GW_LIST_FOREACH_SAFE(it, tmp, &bws->conns)
+    {
+        struct gw_backend_conn *c =
+            GW_LIST_ENTRY(it, struct gw_backend_conn, link);
         if (!c->close_requested && c->state != CONN_DONE) {
             begin_close(c);
         }
     }
     uv_timer_start(&bws->timer, on_shutdown_tick,
-                   bws->conns != NULL ? SHUTDOWN_GRACE_MS : 0, TICK_MS);
+                   gw_list_empty(&bws->conns) ? 0 : SHUTDOWN_GRACE_MS, TICK_MS);
 }
 
 void gw_backend_ws_get_stats(const struct gw_backend_ws *bws,

@@ -1,5 +1,5 @@
 /*
- * WebSocket connections to AI backends (PROTOCOL.md section 6):
+ * WebSocket connections to AI backends (docs/protocol.md section 6):
  * libwebsockets on the instance's libuv loop, one lws context for all
  * sessions, one connection per session, with the upgrade headers, auth
  * scheme and binary audio framing each backend's config asks for.

@@ -15,7 +15,9 @@
 #include <uv.h>
 
 #include "codec/audio_frame.h"
+#include "common/list.h"
 #include "gateway/backend_ws.h"
+#include "gateway/lws_uv.h"
 
 #define PROTOCOL_NAME   "gw-backend"
 #define RX_CHUNK        4096 /* lws reads a message in pieces of this size */
@@ -43,9 +45,9 @@ enum conn_state {
 
 struct gw_backend_conn {
     struct gw_backend_ws *bws;
-    struct gw_backend_conn *prev, *next; /* bws->conns */
-    struct lws *wsi;                     /* NULL once unhooked */
-    uv_timer_t timer; /* connect timeout, close linger; its close is ours */
+    struct gw_list link; /* on bws->conns */
+    struct lws *wsi;     /* NULL once unhooked */
+    uv_timer_t timer;    /* connect timeout, close linger; its close is ours */
     enum conn_state state;
     bool close_requested; /* by gw_backend_conn_close or shutdown */
     bool close_sent;      /* lws is sending our close frame */
@@ -94,14 +96,12 @@ enum bws_phase {
 
 struct gw_backend_ws {
     uv_loop_t *loop;
-    struct lws_context *ctx; /* lws writes NULL here when it frees it */
-    void *ctx_tag;           /* lws's own uv handles carry this in ->data */
-    struct ca_vhost *ca;     /* per-backend CA vhosts */
+    struct gw_lws_uv lws; /* the context */
+    struct ca_vhost *ca;  /* per-backend CA vhosts */
     unsigned n_ca;
-    struct gw_backend_conn *conns; /* every connection not yet freed */
-    uv_timer_t timer;              /* shutdown steps */
+    struct gw_list conns; /* every connection not yet freed */
+    uv_timer_t timer;     /* shutdown steps */
     enum bws_phase phase;
-    uint64_t deadline_ms;
     gw_backend_ws_close_cb close_cb;
     void *close_arg;
     struct gw_backend_ws_stats stats;

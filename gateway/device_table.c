@@ -158,7 +158,9 @@ static struct gw_device *record_add(struct gw_device_table *t,
         *rc = GW_ENOMEM;
         return NULL;
     }
+    struct gw_client_id id;
     if (len > GW_CLIENT_ID_MAX ||
+        gw_client_id_parse(client_id, len, &id) != 0 ||
         gw_mcp_device_label(client_id, len, d->label) != 0) {
         free(d);
         *rc = GW_EINVAL;

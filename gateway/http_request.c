@@ -24,20 +24,11 @@ static const char *const kept_custom[] = {
 
 void gw_http_req_free(struct gw_http_req *req)
 {
-    struct gw_http_server *srv = req->srv;
-
     gw_http_watch_stop(req);
     if (req->wsi != NULL) {
         lws_set_wsi_user(req->wsi, NULL); /* lws never sees req again */
     }
-    if (req->prev != NULL) {
-        req->prev->next = req->next;
-    } else {
-        srv->reqs = req->next;
-    }
-    if (req->next != NULL) {
-        req->next->prev = req->prev;
-    }
+    gw_list_unlink(&req->link);
     while (req->hdrs != NULL) {
         struct hdr *next = req->hdrs->next;
         free(req->hdrs);
@@ -301,11 +292,7 @@ struct gw_http_req *gw_http_req_create(struct gw_http_server *srv,
     req->srv = srv;
     req->wsi = wsi;
     req->state = REQ_READING;
-    req->next = srv->reqs;
-    if (srv->reqs != NULL) {
-        srv->reqs->prev = req;
-    }
-    srv->reqs = req;
+    gw_list_insert_head(&srv->reqs, &req->link);
     lws_set_wsi_user(wsi, req);
     copy_peer(req);
     if (copy_request_line(req) != 0 || copy_query(req) != 0 ||

@@ -25,7 +25,6 @@
 
 #include "gateway/http_server_int.h"
 #include "common/log.h"
-#include "gateway/lws_uv.h"
 
 #define SUBJECT         "http"
 #define HEADER_DATA     8192 /* request headers lws keeps */
@@ -542,12 +541,11 @@ static int create_context(struct gw_http_server *srv)
     info.keepalive_timeout = KEEPALIVE_S;
     info.max_http_header_data = HEADER_DATA;
     info.user = srv; /* on_lws finds srv through the context */
-    rc = gw_lws_uv_create(srv->loop, &info, SUBJECT, "HTTP", &srv->ctx);
+    rc = gw_lws_uv_create(&srv->lws, srv->loop, &info, SUBJECT, "HTTP");
     if (rc != 0) {
         return rc;
     }
-    srv->ctx_tag = srv->ctx;
-    srv->vh = lws_get_vhost_by_name(srv->ctx, "gw-http");
+    srv->vh = lws_get_vhost_by_name(srv->lws.ctx, "gw-http");
     return 0;
 }
 
@@ -566,6 +564,7 @@ int gw_http_server_init(uv_loop_t *loop, const struct gw_http_server_options *o,
         return GW_ENOMEM;
     }
     srv->loop = loop;
+    gw_list_init(&srv->reqs);
     srv->fd = -1;
     srv->max_body = o->max_body;
     srv->on_request = o->on_request;
@@ -635,9 +634,11 @@ static void on_handle_closed(uv_handle_t *handle)
 /* Every request ends; those owed an answer or an end get on_gone. */
 static void drop_all(struct gw_http_server *srv)
 {
-    while (srv->reqs != NULL) {
-        struct lws *wsi = srv->reqs->wsi;
-        gw_http_req_lost(srv->reqs); /* may answer or end others */
+    while (!gw_list_empty(&srv->reqs)) {
+        struct gw_http_req *req =
+            GW_LIST_ENTRY(gw_list_first(&srv->reqs), struct gw_http_req, link);
+        struct lws *wsi = req->wsi;
+        gw_http_req_lost(req); /* may answer or end others */
         if (wsi != NULL) {
             gw_http_conn_kill(wsi);
         }
@@ -645,9 +646,8 @@ static void drop_all(struct gw_http_server *srv)
 }
 
 /*
- * Shutdown, one step per tick: report and drop every request, destroy
- * the context (first phase: lws closes its connections and uv handles),
- * wait until those handles are gone, then destroy again (lws frees it).
+ * Shutdown, one step per tick: report and drop every request, then tear
+ * the context down (gw_lws_uv_teardown takes the ticks it needs).
  */
 static void on_shutdown_tick(uv_timer_t *timer)
 {
@@ -656,16 +656,11 @@ static void on_shutdown_tick(uv_timer_t *timer)
     if (srv->phase == SRV_DRAINING) {
         drop_all(srv);
         srv->phase = SRV_DESTROYING;
-        srv->deadline_ms = gw_lws_uv_destroy_start(srv->loop, srv->ctx);
-        return;
     }
-    if (srv->phase != SRV_DESTROYING ||
-        !gw_lws_uv_destroy_finish(srv->loop, &srv->ctx, srv->ctx_tag,
-                                  srv->deadline_ms, SUBJECT, "HTTP")) {
+    if (srv->phase != SRV_DESTROYING || !gw_lws_uv_teardown(&srv->lws)) {
         return;
     }
     srv->phase = SRV_CLOSED;
-    uv_timer_stop(timer);
     uv_close((uv_handle_t *)timer, on_handle_closed);
 }
 

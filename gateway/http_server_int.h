@@ -15,7 +15,9 @@
 #include <libwebsockets.h>
 #include <uv.h>
 
+#include "common/list.h"
 #include "gateway/http_server.h"
+#include "gateway/lws_uv.h"
 
 #define MAX_QUEUED (1024 * 1024) /* per stream: a slower reader is dropped */
 #define HEAD_MAX   4096          /* a response's status and headers */
@@ -47,7 +49,7 @@ struct watch; /* http_server.c */
 
 struct gw_http_req {
     struct gw_http_server *srv;
-    struct gw_http_req *prev, *next; /* srv->reqs */
+    struct gw_list link; /* on srv->reqs */
     struct lws *wsi;
     enum req_state state;
     bool live_headers; /* the handler runs: lws still has every header */
@@ -78,8 +80,7 @@ enum srv_phase {
 
 struct gw_http_server {
     uv_loop_t *loop;
-    struct lws_context *ctx; /* lws writes NULL here when it frees it */
-    void *ctx_tag;           /* lws's own uv handles carry this in ->data */
+    struct gw_lws_uv lws; /* the context */
     struct lws_vhost *vh;
     int fd;
     int port;
@@ -90,10 +91,9 @@ struct gw_http_server {
     size_t max_body;
     gw_http_handler on_request;
     void *arg;
-    struct gw_http_req *reqs;
-    unsigned busy; /* a handler or on_gone of ours is running */
+    struct gw_list reqs; /* every request not yet freed */
+    unsigned busy;       /* a handler or on_gone of ours is running */
     enum srv_phase phase;
-    uint64_t deadline_ms;
     void (*close_cb)(struct gw_http_server *srv, void *arg);
     void *close_arg;
     uint64_t responses[STATUS_MAX - STATUS_MIN + 1];

@@ -30,36 +30,33 @@ static void lws_log_line(int level, const char *line)
     gw_log(GW_LOG_WARN, "lws", "%s", buf);
 }
 
-int gw_lws_uv_create(uv_loop_t *loop, struct lws_context_creation_info *info,
-                     const char *subject, const char *what,
-                     struct lws_context **ctx)
+int gw_lws_uv_create(struct gw_lws_uv *lu, uv_loop_t *loop,
+                     struct lws_context_creation_info *info,
+                     const char *subject, const char *what)
 {
     /* lws reads the loop only while it creates the context. */
     void *loops[1] = {loop};
 
+    memset(lu, 0, sizeof(*lu));
+    lu->loop = loop;
+    lu->subject = subject;
+    lu->what = what;
     lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_line);
     info->options |= LWS_SERVER_OPTION_LIBUV;
     info->foreign_loops = loops;
     info->gid = -1;
     info->uid = -1;
-    info->pcontext = ctx;
-    *ctx = lws_create_context(info);
-    if (*ctx == NULL) {
+    info->pcontext = &lu->ctx;
+    lu->ctx = lws_create_context(info);
+    if (lu->ctx == NULL) {
         gw_log(GW_LOG_ERROR, subject,
                "cannot create the %s context (is the libuv event "
                "library of libwebsockets installed?)",
                what);
         return GW_ECONFIG;
     }
+    lu->tag = lu->ctx;
     return 0;
-}
-
-uint64_t gw_lws_uv_destroy_start(uv_loop_t *loop, struct lws_context *ctx)
-{
-    uint64_t deadline_ms = uv_now(loop) + DESTROY_WAIT_MS;
-
-    lws_context_destroy(ctx);
-    return deadline_ms;
 }
 
 static void find_tagged(uv_handle_t *handle, void *arg)
@@ -71,26 +68,31 @@ static void find_tagged(uv_handle_t *handle, void *arg)
     }
 }
 
-bool gw_lws_uv_handles_left(uv_loop_t *loop, void *ctx_tag)
+/* Whether any of lws's own uv handles (timer, idle) is still open. */
+static bool handles_left(const struct gw_lws_uv *lu)
 {
-    void *tag = ctx_tag;
+    void *tag = lu->tag;
 
-    uv_walk(loop, find_tagged, &tag);
+    uv_walk(lu->loop, find_tagged, &tag);
     return tag == NULL;
 }
 
-bool gw_lws_uv_destroy_finish(uv_loop_t *loop, struct lws_context **ctx,
-                              void *ctx_tag, uint64_t deadline_ms,
-                              const char *subject, const char *what)
+bool gw_lws_uv_teardown(struct gw_lws_uv *lu)
 {
-    if (gw_lws_uv_handles_left(loop, ctx_tag)) {
-        if (uv_now(loop) < deadline_ms) {
+    if (!lu->destroying) {
+        lu->destroying = true;
+        lu->deadline_ms = uv_now(lu->loop) + DESTROY_WAIT_MS;
+        lws_context_destroy(lu->ctx);
+        return false;
+    }
+    if (handles_left(lu)) {
+        if (uv_now(lu->loop) < lu->deadline_ms) {
             return false;
         }
-        gw_log(GW_LOG_ERROR, subject,
-               "%s context did not finish closing; leaking it", what);
-    } else if (*ctx != NULL) {
-        lws_context_destroy(*ctx);
+        gw_log(GW_LOG_ERROR, lu->subject,
+               "%s context did not finish closing; leaking it", lu->what);
+    } else if (lu->ctx != NULL) {
+        lws_context_destroy(lu->ctx);
     }
     return true;
 }

@@ -90,8 +90,12 @@ static void run_end(struct gw_mcp_discovery *disc, enum gw_mcp_state state)
     if (d->stopping) {
         return; /* shutdown starts nothing */
     }
-    if (state == GW_MCP_READY && disc->again && disc->link->open) {
-        disc->again = false;
+    /* A change seen during the run asks for one more, after a run that
+     * read the list; a failed run drops the request with it (the next
+     * run, whenever it starts, reads the list as it then is). */
+    bool again = disc->again;
+    disc->again = false;
+    if (state == GW_MCP_READY && again && disc->link->open) {
         gw_mcp_discovery_start(disc);
     }
     while (!gw_list_empty(&d->queue) &&

@@ -1,6 +1,6 @@
 /*
- * Backend routing (docs/architecture.md section 5): the first route whose match fits
- * the device picks the backends to try, in order.
+ * Backend routing (docs/architecture.md section 5): the first route whose match
+ * fits the device picks the backends to try, in order.
  */
 #ifndef GW_ROUTER_H
 #define GW_ROUTER_H

@@ -17,19 +17,9 @@
 #define TX_SOCKBUF (1024 * 1024)
 
 static const char *const drop_names[GW_UDP_DROP_COUNT_] = {
-    [GW_UDP_DROP_SHORT] = "short",
-    [GW_UDP_DROP_TYPE] = "type",
-    [GW_UDP_DROP_LENGTH] = "length",
-    [GW_UDP_DROP_TOOBIG] = "toobig",
-    [GW_UDP_DROP_UNKNOWN] = "unknown_ssrc",
-    [GW_UDP_DROP_REPLAY] = "replay",
-    [GW_UDP_DROP_OPUS] = "opus",
-    [GW_UDP_DROP_ADDRESS] = "address",
-    [GW_UDP_DROP_NO_ADDRESS] = "no_address",
-    [GW_UDP_DROP_QUEUE_FULL] = "queue_full",
-    [GW_UDP_DROP_SEND] = "send",
-    [GW_UDP_DROP_EMPTY] = "empty",
-    [GW_UDP_DROP_TX_INVALID] = "tx_invalid",
+#define XX(reason, name) [GW_UDP_DROP_##reason] = name,
+    GW_UDP_DROP_MAP(XX)
+#undef XX
 };
 
 const char *gw_udp_drop_name(enum gw_udp_drop reason)

@@ -1,5 +1,5 @@
 /*
- * The instance's UDP audio socket (PROTOCOL.md section 4): one socket for
+ * The instance's UDP audio socket (docs/protocol.md section 4): one socket for
  * every device, batched reads, O(1) demultiplexing by ssrc, in-place
  * decryption, replay and spoofing defences, and paced downlink.
  */
@@ -34,24 +34,33 @@ typedef void (*gw_udp_audio_cb)(struct gw_udp_peer *peer, uint32_t timestamp,
 /* ua is still valid during the call and freed right after it. */
 typedef void (*gw_udp_close_cb)(struct gw_udp_audio *ua, void *arg);
 
-/* Why a datagram was dropped; each has a counter. */
+/*
+ * Why a datagram was dropped, each with its counter and metric label: one
+ * list makes both the enum (GW_UDP_DROP_<reason>) and gw_udp_drop_name().
+ */
+#define GW_UDP_DROP_MAP(XX)                                                    \
+    XX(SHORT, "short")           /* under 16 bytes */                          \
+    XX(TYPE, "type")             /* byte 0 != 0x01 */                          \
+    XX(LENGTH, "length")         /* 16 + payload_len != datagram length */     \
+    XX(TOOBIG, "toobig")         /* payload over 1484 bytes */                 \
+    XX(UNKNOWN, "unknown_ssrc")  /* no session has this ssrc */                \
+    XX(REPLAY, "replay")         /* sequence <= last accepted */               \
+    XX(OPUS, "opus")             /* decrypted payload is not sane Opus */      \
+    XX(ADDRESS, "address")       /* from a new address not (yet) trusted */    \
+    XX(NO_ADDRESS, "no_address") /* downlink before the device's first         \
+                                    packet, over the hold */                   \
+    XX(QUEUE_FULL, "queue_full") /* downlink pacing queue full */              \
+    XX(SEND, "send")             /* sendmsg (or its encryption) failed */      \
+    XX(EMPTY, "empty")           /* uplink with an empty payload: nothing to   \
+                                    forward, and not proof of anything */      \
+    XX(TX_INVALID, "tx_invalid") /* downlink that is not one Opus packet of    \
+                                    at most 1484 bytes */
+
 enum gw_udp_drop {
-    GW_UDP_DROP_SHORT,      /* under 16 bytes */
-    GW_UDP_DROP_TYPE,       /* byte 0 != 0x01 */
-    GW_UDP_DROP_LENGTH,     /* 16 + payload_len != datagram length */
-    GW_UDP_DROP_TOOBIG,     /* payload over 1484 bytes */
-    GW_UDP_DROP_UNKNOWN,    /* no session has this ssrc */
-    GW_UDP_DROP_REPLAY,     /* sequence <= last accepted */
-    GW_UDP_DROP_OPUS,       /* decrypted payload is not sane Opus */
-    GW_UDP_DROP_ADDRESS,    /* from a new address not (yet) trusted */
-    GW_UDP_DROP_NO_ADDRESS, /* downlink before the device's first packet */
-    GW_UDP_DROP_QUEUE_FULL, /* downlink pacing queue full */
-    GW_UDP_DROP_SEND,       /* sendmsg failed */
-    GW_UDP_DROP_EMPTY,      /* uplink with an empty payload: nothing to
-                               forward, and not proof of anything */
-    GW_UDP_DROP_TX_INVALID, /* downlink that is not one Opus packet of at
-                               most 1484 bytes */
-    GW_UDP_DROP_COUNT_
+#define XX(reason, _) GW_UDP_DROP_##reason,
+    GW_UDP_DROP_MAP(XX)
+#undef XX
+        GW_UDP_DROP_COUNT_
 };
 
 /*

@@ -1,7 +1,7 @@
 /*
  * The uplink of the UDP audio socket: recvmmsg batches, the checks of each
  * datagram in the order that costs a flood least, in-place AES-CTR, and
- * the replay and address rules of PROTOCOL.md section 4.
+ * the replay and address rules of docs/protocol.md section 4.
  */
 
 #include <errno.h>
@@ -170,7 +170,7 @@ static void drop_for_peer(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
 }
 
 /*
- * The address move rule (PROTOCOL.md section 4). AES-CTR has no integrity,
+ * The address move rule (docs/protocol.md section 4). AES-CTR has no integrity,
  * so anyone who has seen an ssrc can send packets that decrypt to
  * something; moving the downlink on one of them would hand the device's
  * audio to the sender (the Node gateway's hijack). A packet from a new

@@ -1,24 +1,25 @@
-# Shared helpers for the shell integration tests: bounded waits on events
-# (a log line, a process exit) instead of fixed sleeps, and TAP-like output.
+# Helpers of the shell integration tests, on top of scripts/lib.sh (the
+# temporary directory, cleanup and bounded waits every script shares):
+# TAP-like output where a failed check shows the end of every peer's
+# output, and the real parts (broker, mock backend, gateway) on 127.0.0.1.
 set -u
+# shellcheck source=../../scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
 GW_TEST_FAILS=0
 GW_TEST_PASSES=0
-GW_TEST_TMP=$(mktemp -d)
-trap 'gw_test_cleanup' EXIT
+GW_PEERS=() # output files of the parts under test, shown with a failure
 
-gw_test_cleanup() {
-    local pids
-    pids=$(jobs -p)
-    if [ -n "$pids" ]; then
-        kill $pids 2>/dev/null || true
-        wait 2>/dev/null || true
-    fi
-    if [ -n "${GW_TEST_KEEP:-}" ]; then
-        echo "# kept $GW_TEST_TMP"
-    else
-        rm -rf "$GW_TEST_TMP"
-    fi
+# peer_log FILE...: shows the end of each FILE with every failed check.
+peer_log() {
+    GW_PEERS+=("$@")
+}
+
+show_peers() {
+    local f
+    for f in "${GW_PEERS[@]}"; do
+        show_tail "$f" 25
+    done
 }
 
 ok() {
@@ -29,6 +30,7 @@ ok() {
 not_ok() {
     GW_TEST_FAILS=$((GW_TEST_FAILS + 1))
     echo "not ok - $*"
+    show_peers
 }
 
 # check DESCRIPTION COMMAND...: passes when the command succeeds.
@@ -38,51 +40,31 @@ check() {
     if "$@"; then ok "$what"; else not_ok "$what"; fi
 }
 
+# not COMMAND...: true when the command fails (for check).
+not() {
+    ! "$@"
+}
+
 # device_ok WHAT RESULT: checks that a simulated device's JSON result line
 # says ok, and prints its reason when it does not.
 device_ok() {
     if jq_is "$2" .ok true; then
         ok "$1"
     else
-        not_ok "$1"
         echo "#   device: $(jq -r '.reason // "no result"' <<<"$2" 2>/dev/null ||
             echo "no result")"
+        not_ok "$1"
     fi
-}
-
-# wait_for_line FILE REGEX [SECONDS]: true once FILE has a matching line.
-wait_for_line() {
-    local file=$1 re=$2 limit=${3:-10}
-    local deadline=$((SECONDS + limit))
-    while ((SECONDS < deadline)); do
-        if grep -qE "$re" "$file" 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.05
-    done
-    echo "# timed out waiting for /$re/ in $file" >&2
-    sed 's/^/# /' "$file" >&2 || true
-    return 1
-}
-
-# wait_for_exit PID [SECONDS]: true once PID is gone; sets EXIT_CODE.
-wait_for_exit() {
-    local pid=$1 limit=${2:-10}
-    local deadline=$((SECONDS + limit))
-    while ((SECONDS < deadline)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            wait "$pid"
-            EXIT_CODE=$?
-            return 0
-        fi
-        sleep 0.05
-    done
-    return 1
 }
 
 finish() {
     echo "$GW_TEST_PASSES passed, $GW_TEST_FAILS failed"
     [ "$GW_TEST_FAILS" -eq 0 ]
+}
+
+# jq_is JSON FILTER EXPECTED: true when the filter gives EXPECTED.
+jq_is() {
+    [ "$(jq -r "$2" <<<"$1")" = "$3" ]
 }
 
 # ---- real parts on 127.0.0.1 ----
@@ -92,12 +74,25 @@ free_port() {
     "$SIM" free-port "$@"
 }
 
+# run_mosquitto NAME CONF PORT: mosquitto with CONF, logging to
+# $GW_TMP/NAME.log; sets MOSQ_PID and waits until it listens on PORT (a
+# restart with the same NAME waits for its own listener, not the last).
+run_mosquitto() {
+    local log=$GW_TMP/$1.log re="Opening ipv4 listen socket on port $3([^0-9]|\$)"
+    local before
+    before=$(count_lines "$log" "$re")
+    peer_log "$log"
+    mosquitto -c "$2" >>"$log" 2>&1 &
+    MOSQ_PID=$!
+    wait_for_lines "$log" "$re" $((before + 1))
+}
+
 # start_broker NAME [PORT]: a mosquitto of our own, logging to
-# $GW_TEST_TMP/NAME.log; sets BROKER_PORT and BROKER_PID.
+# $GW_TMP/NAME.log; sets BROKER_PORT and BROKER_PID.
 start_broker() {
-    local name=$1
+    local name=$1 rc
     BROKER_PORT=${2:-$(free_port)}
-    cat >"$GW_TEST_TMP/$name.conf" <<CONF
+    cat >"$GW_TMP/$name.conf" <<CONF
 listener $BROKER_PORT 127.0.0.1
 allow_anonymous true
 persistence false
@@ -107,10 +102,12 @@ log_type error
 log_type warning
 log_type notice
 log_type information
+log_type subscribe
 CONF
-    mosquitto -c "$GW_TEST_TMP/$name.conf" >>"$GW_TEST_TMP/$name.log" 2>&1 &
-    BROKER_PID=$!
-    wait_for_line "$GW_TEST_TMP/$name.log" "Opening ipv4 listen socket on port $BROKER_PORT" 10
+    run_mosquitto "$name" "$GW_TMP/$name.conf" "$BROKER_PORT"
+    rc=$?
+    BROKER_PID=$MOSQ_PID
+    return "$rc"
 }
 
 # start_backend NAME ARGS...: the mock backend; sets BACKEND_PORT,
@@ -119,11 +116,12 @@ start_backend() {
     local name=$1
     shift
     BACKEND_PORT=$(free_port)
-    BACKEND_EVENTS=$GW_TEST_TMP/$name.events
+    BACKEND_EVENTS=$GW_TMP/$name.events
+    peer_log "$GW_TMP/$name.log" "$BACKEND_EVENTS"
     "$SIM" backend --listen "127.0.0.1:$BACKEND_PORT" \
-        --events "$BACKEND_EVENTS" "$@" >"$GW_TEST_TMP/$name.log" 2>&1 &
+        --events "$BACKEND_EVENTS" "$@" >"$GW_TMP/$name.log" 2>&1 &
     BACKEND_PID=$!
-    wait_for_line "$BACKEND_EVENTS" '"ev":"ready"' 10
+    wait_for_line "$BACKEND_EVENTS" '"ev":"ready"'
 }
 
 # write_gateway_config FILE [EXTRA_JSON_MEMBERS]: a config for the broker
@@ -150,35 +148,15 @@ write_gateway_config() {
 JSON
 }
 
-# start_gateway NAME CONFIG: sets GW_PID; waits until it is subscribed.
+# start_gateway NAME CONFIG: sets GW_PID and GW_LOG; waits until it is
+# subscribed.
 start_gateway() {
     local name=$1 cfg=$2
-    GW_LOG=$GW_TEST_TMP/$name.log
+    GW_LOG=$GW_TMP/$name.log
+    peer_log "$GW_LOG"
     "$GW" -c "$cfg" >>"$GW_LOG" 2>&1 &
     GW_PID=$!
-    wait_for_line "$GW_LOG" 'broker link up' 10
-}
-
-# stop_pid PID: SIGTERM and wait; sets EXIT_CODE.
-stop_pid() {
-    kill -TERM "$1" 2>/dev/null
-    wait_for_exit "$1" 15
-}
-
-# gateway_stats: asks the gateway for its counters and prints the line.
-gateway_stats() {
-    local before
-    before=$(grep -c '\[stats\]' "$GW_LOG" || true)
-    kill -USR1 "$GW_PID"
-    local deadline=$((SECONDS + 5))
-    while ((SECONDS < deadline)); do
-        if (($(grep -c '\[stats\]' "$GW_LOG" || true) > before)); then
-            grep '\[stats\]' "$GW_LOG" | tail -n 1
-            return 0
-        fi
-        sleep 0.05
-    done
-    return 1
+    wait_for_line "$GW_LOG" 'broker link up'
 }
 
 # ---- the broker plugin ----
@@ -191,9 +169,9 @@ PLUGIN_GW_PASS=gateway-secret
 # PLUGIN_KEY, gateway account PLUGIN_GW_USER/PASS); sets BROKER_PORT,
 # BROKER_PID, and GW_MQTT_USER/PASS for write_gateway_config.
 start_plugin_broker() {
-    local name=$1
+    local name=$1 rc
     BROKER_PORT=$(free_port)
-    cat >"$GW_TEST_TMP/$name.conf" <<CONF
+    cat >"$GW_TMP/$name.conf" <<CONF
 listener $BROKER_PORT 127.0.0.1
 allow_anonymous false
 persistence false
@@ -205,50 +183,15 @@ plugin_opt_device_key $PLUGIN_KEY
 plugin_opt_gateway_username $PLUGIN_GW_USER
 plugin_opt_gateway_password $PLUGIN_GW_PASS
 CONF
-    mosquitto -c "$GW_TEST_TMP/$name.conf" >>"$GW_TEST_TMP/$name.log" 2>&1 &
-    BROKER_PID=$!
     GW_MQTT_USER=$PLUGIN_GW_USER
     GW_MQTT_PASS=$PLUGIN_GW_PASS
-    wait_for_line "$GW_TEST_TMP/$name.log" "Opening ipv4 listen socket on port $BROKER_PORT" 10
-}
-
-# jq_is JSON FILTER EXPECTED: true when the filter gives EXPECTED.
-jq_is() {
-    [ "$(jq -r "$2" <<<"$1")" = "$3" ]
+    run_mosquitto "$name" "$GW_TMP/$name.conf" "$BROKER_PORT"
+    rc=$?
+    BROKER_PID=$MOSQ_PID
+    return "$rc"
 }
 
 # ---- HTTP API and MCP (tests/mcp: Node.js and the official MCP SDK) ----
-
-# wait_for_http URL [SECONDS]: true once URL answers 2xx.
-wait_for_http() {
-    local url=$1 limit=${2:-10}
-    local deadline=$((SECONDS + limit))
-    while ((SECONDS < deadline)); do
-        if curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.05
-    done
-    echo "# timed out waiting for $url" >&2
-    return 1
-}
-
-# wait_for_jq FILE FILTER [SECONDS]: true once a JSON line of FILE makes
-# FILTER true (lines that are not JSON are skipped).
-wait_for_jq() {
-    local file=$1 filter=$2 limit=${3:-10}
-    local deadline=$((SECONDS + limit))
-    while ((SECONDS < deadline)); do
-        if jq -R "fromjson? | select($filter)" "$file" 2>/dev/null |
-            grep -q .; then
-            return 0
-        fi
-        sleep 0.05
-    done
-    echo "# timed out waiting for a line of $file with: $filter" >&2
-    sed 's/^/# /' "$file" >&2 || true
-    return 1
-}
 
 # daily_token KEY [DAYS]: the manager-api bearer, sha256 hex of the UTC
 # date (DAYS from today, default 0) followed by KEY.

@@ -33,7 +33,7 @@ port_closed() {
 refused_start() {
     local name=$1 opts=$2 text=$3 port pid
     port=$(free_port)
-    cat >"$GW_TEST_TMP/$name.conf" <<CONF
+    cat >"$GW_TMP/$name.conf" <<CONF
 listener $port 127.0.0.1
 allow_anonymous false
 persistence false
@@ -42,13 +42,13 @@ log_type all
 plugin $PLUGIN
 $opts
 CONF
-    mosquitto -c "$GW_TEST_TMP/$name.conf" >"$GW_TEST_TMP/$name.log" 2>&1 &
+    mosquitto -c "$GW_TMP/$name.conf" >"$GW_TMP/$name.log" 2>&1 &
     pid=$!
     EXIT_CODE=0
     check "$name: mosquitto exits" wait_for_exit "$pid" 10
     check "$name: with a non-zero status" test "$EXIT_CODE" -ne 0
     check "$name: the log says why" \
-        grep -qF "hybridgw_broker: $text" "$GW_TEST_TMP/$name.log"
+        grep -qF "hybridgw_broker: $text" "$GW_TMP/$name.log"
     check "$name: nothing listens on its port" port_closed "$port"
     kill -KILL "$pid" 2>/dev/null
 }
@@ -68,7 +68,7 @@ start_plugin_broker broker || {
     finish
     exit
 }
-BLOG=$GW_TEST_TMP/broker.log
+BLOG=$GW_TMP/broker.log
 
 # password CLIENT_ID [USERNAME]: the xiaozhi password of a device.
 password() {
@@ -106,13 +106,13 @@ dev_id() {
 }
 
 # sub_bg NAME CLIENT_ID ARGS...: mosquitto_sub ARGS (logging in as
-# CLIENT_ID) in the background, output in $GW_TEST_TMP/NAME.out; waits for
+# CLIENT_ID) in the background, output in $GW_TMP/NAME.out; waits for
 # the broker's SUBACK to it. Sets SUB_PID, the client's own pid (not a
 # subshell's), so that signals reach it.
 sub_bg() {
     local name=$1 id=$2
     shift 2
-    mosquitto_sub "$@" >"$GW_TEST_TMP/$name.out" 2>&1 &
+    mosquitto_sub "$@" >"$GW_TMP/$name.out" 2>&1 &
     SUB_PID=$!
     wait_for_line "$BLOG" "Sending SUBACK to $id\$" 10
 }
@@ -146,7 +146,7 @@ same() {
 }
 
 # A gateway's view of presence, from before the first device.
-PRES=$GW_TEST_TMP/presence.out
+PRES=$GW_TMP/presence.out
 sub_bg presence it-gw-presence "${GW_LOGIN[@]}" -i it-gw-presence \
     -t 'devices/+/presence' -v ||
     not_ok "the presence watcher subscribes"
@@ -226,7 +226,7 @@ check "refused clients and the gateway account announce no presence" \
 
 echo "# 3. ACLs: a device touches only its own topics"
 dev_a=$(dev_id 10) dev_b=$(dev_id 11) dev_d=$(dev_id 12)
-UP=$GW_TEST_TMP/up.out
+UP=$GW_TMP/up.out
 sub_bg up it-gw-up "${GW_LOGIN[@]}" -i it-gw-up -v -t 'devices/+/up' \
     -t device-server ||
     not_ok "the gateway's uplink watcher subscribes"
@@ -265,17 +265,17 @@ check "the gateway sees nothing of D's write to B's up topic" \
 check "... its first message is the marker" \
     same <(head -n 1 "$UP") "devices/it-mark/up mark-1"
 check "B gets the gateway's downlink" \
-    wait_for_line "$GW_TEST_TMP/dev-b.out" 'for-b$' 5
+    wait_for_line "$GW_TMP/dev-b.out" 'for-b$' 5
 check "... and not D's forged one" \
-    same "$GW_TEST_TMP/dev-b.out" "devices/$dev_b/down for-b"
+    same "$GW_TMP/dev-b.out" "devices/$dev_b/down for-b"
 check "A gets its own downlink" \
-    wait_for_line "$GW_TEST_TMP/dev-a.out" 'for-a$' 5
+    wait_for_line "$GW_TMP/dev-a.out" 'for-a$' 5
 # Its debug lines are written out with the first message.
 check "its SUBACK granted its own down topic only" grep -qE \
     '^Subscribed \(mid: [0-9]+\): 0, 128, 128, 128, 128, 128$' \
-    "$GW_TEST_TMP/dev-a.out"
+    "$GW_TMP/dev-a.out"
 check "... and nothing else: not B's down, anyone's up or presence" \
-    same <(grep -v -e '^Client ' -e '^Subscribed ' "$GW_TEST_TMP/dev-a.out") \
+    same <(grep -v -e '^Client ' -e '^Subscribed ' "$GW_TMP/dev-a.out") \
     "devices/$dev_a/down for-a"
 check "D's fake presence of B was not published" \
     bash -c "! grep -q 'conn\":999' '$PRES'"
@@ -308,7 +308,7 @@ s_pid=$SUB_PID
 # stays connected without a subscription, like stock firmware.
 login "$dev_n"
 mosquitto_sub "${LOGIN[@]}" -F '%q %r %t %p' -t "devices/$dev_n/down" \
-    -U "devices/$dev_n/down" >"$GW_TEST_TMP/dev-n.out" 2>&1 &
+    -U "devices/$dev_n/down" >"$GW_TMP/dev-n.out" 2>&1 &
 n_pid=$!
 check "N is connected without a subscription" \
     wait_for_line "$BLOG" "Sending UNSUBACK to $dev_n\$" 10
@@ -320,19 +320,19 @@ gw_pub -q 1 -r -t "devices/$dev_n/down" -m '{"type":"tts","state":"stop"}'
 gw_pub -q 0 -t "devices/$dev_s/down" -m s-end
 gw_pub -q 0 -t it-spy/end -m end
 check "N, never subscribed, gets its downlink" \
-    wait_for_line "$GW_TEST_TMP/dev-n.out" '"stop"' 5
+    wait_for_line "$GW_TMP/dev-n.out" '"stop"' 5
 check "... once, at the publisher's QoS 1, not retained" \
-    same "$GW_TEST_TMP/dev-n.out" \
+    same "$GW_TMP/dev-n.out" \
     "1 0 devices/$dev_n/down {\"type\":\"tts\",\"state\":\"stop\"}"
 check "S, subscribed, gets its two downlinks" \
-    wait_for_line "$GW_TEST_TMP/dev-s.out" 's-end$' 5
-check "... each exactly once" same "$GW_TEST_TMP/dev-s.out" \
+    wait_for_line "$GW_TMP/dev-s.out" 's-end$' 5
+check "... each exactly once" same "$GW_TMP/dev-s.out" \
     "1 0 devices/$dev_s/down {\"type\":\"tts\",\"state\":\"start\"}
 0 0 devices/$dev_s/down s-end"
 check "the spy gets its marker" \
-    wait_for_line "$GW_TEST_TMP/spy.out" '^it-spy/end end$' 5
+    wait_for_line "$GW_TMP/spy.out" '^it-spy/end end$' 5
 check "... and no downlink: the original is not routed" \
-    same "$GW_TEST_TMP/spy.out" "it-spy/end end"
+    same "$GW_TMP/spy.out" "it-spy/end end"
 sub_bg late it-gw-late "${GW_LOGIN[@]}" -i it-gw-late -C 1 -W 5 -v \
     -t 'devices/+/down' -t it-spy/end ||
     not_ok "a later subscriber of every down topic subscribes"
@@ -341,7 +341,7 @@ gw_pub -q 0 -t it-spy/end -m end-2
 check "a later subscriber finds no retained downlink" \
     wait_for_exit "$late_pid" 8
 check "... its one message is the marker" \
-    same "$GW_TEST_TMP/late.out" "it-spy/end end-2"
+    same "$GW_TMP/late.out" "it-spy/end end-2"
 kill_quietly TERM "$s_pid"
 kill_quietly TERM "$n_pid"
 
@@ -412,7 +412,7 @@ h1_conn=$(conn_of "$dev_h")
 kill -STOP "$h1_pid"
 login "$dev_h"
 mosquitto_sub "${LOGIN[@]}" -v -t "devices/$dev_h/down" \
-    >"$GW_TEST_TMP/dev-h2.out" 2>&1 &
+    >"$GW_TMP/dev-h2.out" 2>&1 &
 h2_pid=$!
 check "mosquitto closes the old connection" wait_for_line "$BLOG" \
     "Client $dev_h already connected, closing old connection" 10
@@ -429,7 +429,7 @@ check "the new connection is subscribed" \
     wait_until 5 test "$(grep -c "Sending SUBACK to $dev_h\$" "$BLOG")" -ge 2
 gw_pub -q 1 -t "devices/$dev_h/down" -m after-refusal
 check "the new connection still gets its downlink" \
-    wait_for_line "$GW_TEST_TMP/dev-h2.out" 'after-refusal$' 5
+    wait_for_line "$GW_TMP/dev-h2.out" 'after-refusal$' 5
 check "a new subscriber reads the retained state: online, newer conn" \
     same <(gw_sub -i it-gw-fresh -C 1 -W 5 -F '%r %p' \
         -t "devices/$dev_h/presence") \

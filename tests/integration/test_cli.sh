@@ -14,28 +14,28 @@ for f in "$src"/config/*.json; do
         "$gw" -c "$f" --check-config
 done
 
-bad=$GW_TEST_TMP/bad.json
+bad=$GW_TMP/bad.json
 cat >"$bad" <<'JSON'
 {
   "backends": [ { "name": "main", "url": "http://127.0.0.1:8000/" } ],
   "udp": { "port": 70000 }
 }
 JSON
-"$gw" -c "$bad" --check-config >"$GW_TEST_TMP/bad.out" 2>&1
+"$gw" -c "$bad" --check-config >"$GW_TMP/bad.out" 2>&1
 rc=$?
 check "--check-config exits 1 on a bad file" test "$rc" -eq 1
 check "the error names the key path backends[0].url" \
-    grep -q 'backends\[0\]\.url' "$GW_TEST_TMP/bad.out"
+    grep -q 'backends\[0\]\.url' "$GW_TMP/bad.out"
 check "the error names the key path udp.port" \
-    grep -q 'udp\.port' "$GW_TEST_TMP/bad.out"
+    grep -q 'udp\.port' "$GW_TMP/bad.out"
 
 printf '{\n  "backends": [\n    { "name": "a" "url": "ws://x/" }\n  ]\n}\n' \
-    >"$GW_TEST_TMP/syntax.json"
-"$gw" -c "$GW_TEST_TMP/syntax.json" --check-config >"$GW_TEST_TMP/syntax.out" 2>&1
+    >"$GW_TMP/syntax.json"
+"$gw" -c "$GW_TMP/syntax.json" --check-config >"$GW_TMP/syntax.out" 2>&1
 check "a syntax error is reported as file:line:col" \
-    grep -qE 'syntax\.json:3:[0-9]+' "$GW_TEST_TMP/syntax.out"
+    grep -qE 'syntax\.json:3:[0-9]+' "$GW_TMP/syntax.out"
 
-"$gw" -c "$GW_TEST_TMP/missing.json" --check-config >/dev/null 2>&1
+"$gw" -c "$GW_TMP/missing.json" --check-config >/dev/null 2>&1
 rc=$?
 check "--check-config exits 1 on a missing file" test "$rc" -eq 1
 
@@ -47,13 +47,14 @@ check "an unknown flag is a usage error (2)" test "$rc" -eq 2
 # with a new log level applies; SIGTERM stops it with status 0.
 # No broker listens on port 1: the gateway keeps retrying, which is fine
 # here; UDP port 0 takes any free port.
-live=$GW_TEST_TMP/live.json
+live=$GW_TMP/live.json
 cat >"$live" <<'JSON'
 { "mqtt": { "port": 1 }, "udp": { "port": 0 },
   "backends": [ { "name": "main", "url": "ws://127.0.0.1:1/" } ],
   "log": { "level": "info" } }
 JSON
-log=$GW_TEST_TMP/gw.log
+log=$GW_TMP/gw.log
+peer_log "$log"
 "$gw" -c "$live" >"$log" 2>&1 &
 pid=$!
 check "the gateway starts" wait_for_line "$log" 'running \(pid'

@@ -18,7 +18,7 @@ start_backend long --turn-frames 50 --tts-frames 5
 long_port=$BACKEND_PORT long_events=$BACKEND_EVENTS
 
 url() { echo "ws://127.0.0.1:$1/xiaozhi/v1/?from=mqtt_gateway"; }
-cfg=$GW_TEST_TMP/gw.json
+cfg=$GW_TMP/gw.json
 udp_port=$(free_port --udp)
 cat >"$cfg" <<JSON
 {
@@ -59,7 +59,7 @@ device() {
     shift
     "$SIM" device --broker "127.0.0.1:$BROKER_PORT" --subscribing \
         --publish-topic 'devices/{client_id}/up' --client-id "$id" --json \
-        "$@" 2>>"$GW_TEST_TMP/devices.err" | tail -n 1
+        "$@" 2>>"$GW_TMP/devices.err" | tail -n 1
 }
 
 # backend_event FILE SID EV: waits for and prints that backend event.
@@ -131,11 +131,11 @@ bad=GID_bad@@@02_00_00_00_ff_01@@@bad
 pub() { mosquitto_pub -p "$BROKER_PORT" -t "devices/$bad/up" "$@"; }
 pub -m 'not json at all'
 pub -m '{"type":"listen","state":"start"'
-printf '{"type":"listen","text":"\xff\xfe"}' >"$GW_TEST_TMP/utf8.bin"
-pub -f "$GW_TEST_TMP/utf8.bin"
+printf '{"type":"listen","text":"\xff\xfe"}' >"$GW_TMP/utf8.bin"
+pub -f "$GW_TMP/utf8.bin"
 head -c 9000 /dev/zero | tr '\0' a | sed 's/^/{"type":"listen","x":"/; s/$/"}/' \
-    >"$GW_TEST_TMP/big.json"
-pub -f "$GW_TEST_TMP/big.json"
+    >"$GW_TMP/big.json"
+pub -f "$GW_TMP/big.json"
 pub -m '{"type":"hello","version":"three","transport":"udp"}'
 mosquitto_pub -p "$BROKER_PORT" -t 'devices/no-delimiters/up' \
     -m '{"type":"hello","version":3,"transport":"udp"}'
@@ -157,23 +157,23 @@ hello='{"type":"hello","version":3,"transport":"udp","features":{"mcp":true},"au
 # The gateway's MCP discovery talks to the device on this topic too, so
 # the hellos are counted among whatever else arrives.
 mosquitto_sub -p "$BROKER_PORT" -t "devices/$dup/down" -W 30 \
-    >"$GW_TEST_TMP/dup.out" &
+    >"$GW_TMP/dup.out" &
 sub=$!
-wait_for_line "$GW_TEST_TMP/broker.log" "New client connected .* as auto-" 10 \
+wait_for_line "$GW_TMP/broker.log" "New client connected .* as auto-" 10 \
     >/dev/null
 mosquitto_pub -p "$BROKER_PORT" -t "devices/$dup/up" -m "$hello"
 # The second hello once the first session is up, so that both are
 # answered whatever the machine's load.
-wait_for_line "$GW_TEST_TMP/dup.out" '"type":"hello"' 15 >/dev/null
+wait_for_line "$GW_TMP/dup.out" '"type":"hello"' 15 >/dev/null
 mosquitto_pub -p "$BROKER_PORT" -t "devices/$dup/up" -m "$hello"
 deadline=$((SECONDS + 15))
-while (($(grep -c '"type":"hello"' "$GW_TEST_TMP/dup.out") < 2)) &&
+while (($(grep -c '"type":"hello"' "$GW_TMP/dup.out") < 2)) &&
     ((SECONDS < deadline)); do
     sleep 0.05
 done
 kill "$sub" 2>/dev/null
 wait "$sub" 2>/dev/null
-sids=$(jq -r 'select(.type == "hello") | .session_id' "$GW_TEST_TMP/dup.out")
+sids=$(jq -r 'select(.type == "hello") | .session_id' "$GW_TMP/dup.out")
 check "each hello got exactly one server hello" \
     test "$(wc -l <<<"$sids")" -eq 2
 sid1=$(head -n 1 <<<"$sids")
@@ -194,7 +194,7 @@ mosquitto_pub -p "$BROKER_PORT" -t "devices/$dup/up" \
 echo "# 8. the broker restarts in the middle of a conversation"
 new_id GID_long
 id=$ID
-device "$id" --turns 1 --frames 50 >"$GW_TEST_TMP/long.json" &
+device "$id" --turns 1 --frames 50 >"$GW_TMP/long.json" &
 dev=$!
 check "the long conversation starts" \
     wait_for_line "$GW_LOG" "dev=$id sid=.* session active"
@@ -206,7 +206,7 @@ start_broker broker "$BROKER_PORT"
 check "the gateway reconnects" \
     wait_for_line "$GW_LOG" 'broker link up.*' 10
 wait "$dev"
-r=$(tail -n 1 "$GW_TEST_TMP/long.json")
+r=$(tail -n 1 "$GW_TMP/long.json")
 device_ok "the conversation completes across the restart" "$r"
 check "all its uplink audio reached the backend" \
     jq_is "$(backend_event "$long_events" "$(jq -r .session_id <<<"$r")" turn)" \
@@ -217,10 +217,10 @@ echo "# 9. 200 devices at once"
 # loaded machine and leave frames unplayed that were not lost).
 "$SIM" load --devices 200 --broker "127.0.0.1:$BROKER_PORT" --subscribing \
     --publish-topic 'devices/{client_id}/up' --turns 1 --duration 60 \
-    --stats-json "$GW_TEST_TMP/load.json" >"$GW_TEST_TMP/load.out" 2>&1
+    --stats-json "$GW_TMP/load.json" >"$GW_TMP/load.out" 2>&1
 rc=$?
 check "all 200 devices complete (exit $rc)" test "$rc" -eq 0
-load=$(cat "$GW_TEST_TMP/load.json")
+load=$(cat "$GW_TMP/load.json")
 check "200 hellos answered" jq_is "$load" .devices.hellos_answered 200
 check "no downlink lost" jq_is "$load" .downlink.lost 0
 # A frame that overtakes its "tts start" (which goes through the broker)
@@ -239,14 +239,14 @@ jq -c '{devices, downlink}' <<<"$load" | sed 's/^/# /'
 echo "# 10. shutdown: every device gets its goodbye"
 new_id GID_long
 id=$ID
-device "$id" --turns 1 --frames 0 --end server >"$GW_TEST_TMP/drain.json" &
+device "$id" --turns 1 --frames 0 --end server >"$GW_TMP/drain.json" &
 dev=$!
 check "a conversation is running" \
     wait_for_line "$GW_LOG" "dev=$id sid=.* session active"
 stop_pid "$GW_PID"
 check "the gateway exits 0 after SIGTERM" test "$EXIT_CODE" -eq 0
 wait "$dev"
-r=$(tail -n 1 "$GW_TEST_TMP/drain.json")
+r=$(tail -n 1 "$GW_TMP/drain.json")
 check "the device got a goodbye with its session id" \
     jq_is "$r" .goodbye_received true
 check "the gateway logged no error" \

@@ -418,19 +418,19 @@ check "the unit restricts address families to IP, UNIX and netlink" \
 
 if command -v systemd-analyze >/dev/null; then
     # The binary path is this build's, so that only the unit is judged.
-    mkdir -p "$GW_TEST_TMP/unit"
+    mkdir -p "$GW_TMP/unit"
     sed "s#/usr/local/bin/hybridgw#$GW#g" "$unit" \
-        >"$GW_TEST_TMP/unit/hybridgw.service"
-    systemd-analyze verify "$GW_TEST_TMP/unit/hybridgw.service" \
-        >"$GW_TEST_TMP/verify.out" 2>&1
+        >"$GW_TMP/unit/hybridgw.service"
+    systemd-analyze verify "$GW_TMP/unit/hybridgw.service" \
+        >"$GW_TMP/verify.out" 2>&1
     rc=$?
-    sed 's/^/# /' "$GW_TEST_TMP/verify.out"
+    sed 's/^/# /' "$GW_TMP/verify.out"
     check "systemd-analyze verify accepts the unit" test "$rc" -eq 0
     check "systemd-analyze reports no line of the unit" \
-        not grep -qE 'hybridgw\.service:[0-9]+:' "$GW_TEST_TMP/verify.out"
+        not grep -qE 'hybridgw\.service:[0-9]+:' "$GW_TMP/verify.out"
     if systemd-analyze security --offline=true \
-        "$GW_TEST_TMP/unit/hybridgw.service" >"$GW_TEST_TMP/sec.out" 2>&1; then
-        level=$(grep -oE 'Overall exposure level.*' "$GW_TEST_TMP/sec.out")
+        "$GW_TMP/unit/hybridgw.service" >"$GW_TMP/sec.out" 2>&1; then
+        level=$(grep -oE 'Overall exposure level.*' "$GW_TMP/sec.out")
         echo "# $level"
         check "systemd-analyze security rates the unit OK or better" \
             grep -qE ': [0-9.]+ (OK|SAFE|PERFECT)' <<<"$level"
@@ -451,8 +451,8 @@ done
 
 # ---- install layout: the paths the unit, configs and images use ----------
 
-inst=$GW_TEST_TMP/prefix
-if cmake --install "$builddir" --prefix "$inst" >"$GW_TEST_TMP/install.out" 2>&1; then
+inst=$GW_TMP/prefix
+if cmake --install "$builddir" --prefix "$inst" >"$GW_TMP/install.out" 2>&1; then
     ok "cmake --install works on this build tree"
     for p in "$(unit_value ExecStart | awk '{print $1}')" \
         "$(printf '%s\n' "${copies[@]}" | awk -F'\t' '{print $3}')"; do
@@ -467,7 +467,7 @@ if cmake --install "$builddir" --prefix "$inst" >"$GW_TEST_TMP/install.out" 2>&1
         done <<<"$p"
     done
 else
-    sed 's/^/# /' "$GW_TEST_TMP/install.out"
+    sed 's/^/# /' "$GW_TMP/install.out"
     if [ -f "$plugin" ]; then
         not_ok "cmake --install works on this build tree"
     else
@@ -492,9 +492,9 @@ adapt_mosq() {
 }
 # run_mosq NAME CONF: starts it, waits for its listener; sets MOSQ_PID.
 run_mosq() {
-    mosquitto -c "$2" >"$GW_TEST_TMP/$1.log" 2>&1 &
+    mosquitto -c "$2" >"$GW_TMP/$1.log" 2>&1 &
     MOSQ_PID=$!
-    wait_for_line "$GW_TEST_TMP/$1.log" \
+    wait_for_line "$GW_TMP/$1.log" \
         "Opening ipv4 listen socket on port $3" 10
 }
 
@@ -506,19 +506,19 @@ else
         "without their plugin lines, and the stack run is skipped"
 fi
 port=$(free_port)
-adapt_mosq "$docker_mosq" "$GW_TEST_TMP/docker-mosq.conf" "$port"
+adapt_mosq "$docker_mosq" "$GW_TMP/docker-mosq.conf" "$port"
 check "Mosquitto starts from docker/mosquitto.conf $what" \
-    run_mosq docker-mosq "$GW_TEST_TMP/docker-mosq.conf" "$port"
+    run_mosq docker-mosq "$GW_TMP/docker-mosq.conf" "$port"
 docker_mosq_pid=$MOSQ_PID
 
 # deploy/'s file is a conf.d snippet: include it as Debian's config does.
 dport=$(free_port)
-mkdir -p "$GW_TEST_TMP/conf.d"
-adapt_mosq "$deploy_mosq" "$GW_TEST_TMP/conf.d/hybridgw.conf" "$dport"
-printf 'persistence false\ninclude_dir %s\n' "$GW_TEST_TMP/conf.d" \
-    >"$GW_TEST_TMP/deploy-main.conf"
+mkdir -p "$GW_TMP/conf.d"
+adapt_mosq "$deploy_mosq" "$GW_TMP/conf.d/hybridgw.conf" "$dport"
+printf 'persistence false\ninclude_dir %s\n' "$GW_TMP/conf.d" \
+    >"$GW_TMP/deploy-main.conf"
 check "Mosquitto starts with deploy/mosquitto-hybridgw.conf in conf.d $what" \
-    run_mosq deploy-mosq "$GW_TEST_TMP/deploy-main.conf" "$dport"
+    run_mosq deploy-mosq "$GW_TMP/deploy-main.conf" "$dport"
 stop_pid "$MOSQ_PID"
 
 # ---- the compose stack on 127.0.0.1, from the files in docker/ ----------
@@ -532,14 +532,14 @@ if [ -f "$plugin" ]; then
         .mqtt.host = "127.0.0.1" | .mqtt.port = $mp |
         .udp.bind = "127.0.0.1" | .udp.port = $up | .udp.public_port = $up |
         .udp.public_host = "127.0.0.1" | .backends[0].url = $url' \
-        "$docker_gw" >"$GW_TEST_TMP/stack.json"
+        "$docker_gw" >"$GW_TMP/stack.json"
     check "the gateway logs in with docker/hybridgw.json's credentials" \
-        start_gateway gateway "$GW_TEST_TMP/stack.json"
+        start_gateway gateway "$GW_TMP/stack.json"
     key=$(mosq_value "$docker_mosq" plugin_opt_device_key)
     timeout 60 "$SIM" device --broker "127.0.0.1:$port" --key "$key" \
-        --turns 1 --frames 10 --fast >"$GW_TEST_TMP/device.out" 2>&1
+        --turns 1 --frames 10 --fast >"$GW_TMP/device.out" 2>&1
     rc=$?
-    sed 's/^/# /' "$GW_TEST_TMP/device.out"
+    sed 's/^/# /' "$GW_TMP/device.out"
     check "a stock device completes a conversation through docker/'s files" \
         test "$rc" -eq 0
     stop_pid "$GW_PID"

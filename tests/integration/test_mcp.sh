@@ -32,7 +32,7 @@ start_backend backend --mcp --mcp-list-delay-ms 0 --turn-frames 10 \
     --tts-frames 4 --mcp-call 'self.sim.echo:{"text":"from-backend"}'
 HTTP_PORT=$(free_port)
 BASE=http://127.0.0.1:$HTTP_PORT
-cfg=$GW_TEST_TMP/gw.json
+cfg=$GW_TMP/gw.json
 udp_port=$(free_port --udp)
 
 # write_config CALL_TIMEOUT_MS
@@ -59,15 +59,15 @@ check "the HTTP API answers /healthz" wait_for_http "$BASE/healthz" 10
 # ---- devices: stock firmware through the plugin ----
 declare -A DEV_PID DEV_ID
 # device NAME MAC_LAST_BYTE ARGS...: starts a device (transcript and
-# result line in $GW_TEST_TMP/NAME.out); sets ID.
+# result line in $GW_TMP/NAME.out); sets ID.
 device() {
     local name=$1 mac=$2
     shift 2
     ID=$(printf 'GID_test@@@02_00_00_00_01_%s@@@mcp-%s' "$mac" "$name")
     DEV_ID[$name]=$ID
     "$SIM" device --broker "127.0.0.1:$BROKER_PORT" --key "$PLUGIN_KEY" \
-        --client-id "$ID" --json "$@" >"$GW_TEST_TMP/$name.out" \
-        2>>"$GW_TEST_TMP/devices.err" &
+        --client-id "$ID" --json "$@" >"$GW_TMP/$name.out" \
+        2>>"$GW_TMP/devices.err" &
     DEV_PID[$name]=$!
 }
 # prefix NAME: how the aggregated tool names of that device begin (its
@@ -88,16 +88,16 @@ pages_read() {
 end_device() {
     kill -INT "${DEV_PID[$1]}" 2>/dev/null
     wait_for_exit "${DEV_PID[$1]}" 10 >/dev/null
-    tail -n 1 "$GW_TEST_TMP/$1.out"
+    tail -n 1 "$GW_TMP/$1.out"
 }
 sdk() {
-    mcp_client --token "$TOKEN" "$@" 2>>"$GW_TEST_TMP/sdk.err"
+    mcp_client --token "$TOKEN" "$@" 2>>"$GW_TMP/sdk.err"
 }
 tok=$(daily_token "$MKEY")
 # mgr TOKEN PATH BODY: POSTs to the manager-api; prints the status, the
-# body goes to $GW_TEST_TMP/mgr.json.
+# body goes to $GW_TMP/mgr.json.
 mgr() {
-    curl -sS --max-time 30 -o "$GW_TEST_TMP/mgr.json" -w '%{http_code}' \
+    curl -sS --max-time 30 -o "$GW_TMP/mgr.json" -w '%{http_code}' \
         -X POST -H "Authorization: Bearer $1" \
         -H 'Content-Type: application/json' --data "$3" "$BASE$2"
 }
@@ -156,7 +156,7 @@ check "the SDK sees all 103 AI tools of device b" \
 
 echo "# f. manager-api: commands and status with the daily token"
 code=$(mgr "$tok" "/api/commands/$A" "$(mcp_cmd tools/list '{"withUserTools":true}')")
-m=$(cat "$GW_TEST_TMP/mgr.json")
+m=$(cat "$GW_TMP/mgr.json")
 check "tools/list withUserTools answers 200 ($code)" test "$code" = 200
 check "with the user-only tools" \
     jq -e '.success and ([.data.tools[].name] | index("self.reboot") and
@@ -166,8 +166,8 @@ for _ in 1 2 3 4 5 6; do
     params='{"withUserTools":true}'
     [ -n "$cursor" ] && params="{\"withUserTools\":true,\"cursor\":\"$cursor\"}"
     [ "$(mgr "$tok" "/api/commands/$B" "$(mcp_cmd tools/list "$params")")" = 200 ] || break
-    mapfile -t -O "${#all[@]}" all < <(jq -r '.data.tools[].name' "$GW_TEST_TMP/mgr.json")
-    cursor=$(jq -r '.data.nextCursor // empty' "$GW_TEST_TMP/mgr.json")
+    mapfile -t -O "${#all[@]}" all < <(jq -r '.data.tools[].name' "$GW_TMP/mgr.json")
+    cursor=$(jq -r '.data.nextCursor // empty' "$GW_TMP/mgr.json")
     [ -z "$cursor" ] && break
 done
 check "paged by cursor, manager-api sees all 105 tools of device b (${#all[@]})" \
@@ -176,12 +176,12 @@ code=$(mgr "$tok" "/api/commands/$A" \
     "$(mcp_cmd tools/call '{"name":"self.audio_speaker.set_volume","arguments":{"volume":44}}')")
 check "tools/call set_volume 44 answers 200 ($code)" test "$code" = 200
 check "with success and the device's result" \
-    jq -e '.success and .data.content[0].text == "true"' "$GW_TEST_TMP/mgr.json"
+    jq -e '.success and .data.content[0].text == "true"' "$GW_TMP/mgr.json"
 code=$(mgr "$tok" "/api/commands/$A" \
     "$(mcp_cmd tools/call '{"name":"self.get_device_status","arguments":{}}')")
 check "the device now says volume 44" \
     jq -e '.data.content[0].text | fromjson | .audio_speaker.volume == 44' \
-    "$GW_TEST_TMP/mgr.json"
+    "$GW_TMP/mgr.json"
 code=$(mgr "$(daily_token "$MKEY" -1)" "/api/devices/status" \
     "{\"clientIds\":[\"$A\",\"GID_none@@@00_00_00_00_00_00@@@none\"]}")
 check "POST /api/devices/status with yesterday's token answers 200 ($code)" \
@@ -191,7 +191,7 @@ check "POST /api/devices/status with yesterday's token answers 200 ($code)" \
 check "device a exists but is not alive (no session), an unknown one neither" \
     jq -e --arg a "$A" '.[$a] == {"isAlive":false,"exists":true} and
         .["GID_none@@@00_00_00_00_00_00@@@none"] ==
-        {"isAlive":false,"exists":false}' "$GW_TEST_TMP/mgr.json"
+        {"isAlive":false,"exists":false}' "$GW_TMP/mgr.json"
 code=$(mgr "$(daily_token "$MKEY" -3)" "/api/commands/$A" "$(mcp_cmd tools/list '{}')")
 check "an invalid daily token is refused with 401 ($code)" test "$code" = 401
 
@@ -221,7 +221,7 @@ code=$(mgr "$tok" "/api/commands/$S" \
 check "POST /api/commands answers 500 on the timeout ($code)" test "$code" = 500
 check "with success false and an error" \
     jq -e '.success == false and (.error | type == "string" and length > 0)' \
-    "$GW_TEST_TMP/mgr.json"
+    "$GW_TMP/mgr.json"
 check "the gateway stays healthy" curl -fsS -o /dev/null --max-time 5 "$BASE/healthz"
 r=$(sdk --url "$BASE/mcp/devices/$A" --no-list --call 'self.sim.echo:{"text":"still"}')
 check "and other devices still answer" jq -e '.calls[0].text == "still"' <<<"$r"
@@ -231,14 +231,14 @@ device d 0d --idle --mcp-echo-tool --mcp-call-delay-ms 60000
 check "device d's tools are read" discovered d
 D=${DEV_ID[d]}
 sdk --url "$BASE/mcp/devices/$D" --no-list \
-    --call 'self.sim.echo:{"text":"never"}' >"$GW_TEST_TMP/c.json" &
+    --call 'self.sim.echo:{"text":"never"}' >"$GW_TMP/c.json" &
 cpid=$!
 check "the slow call reaches device d" \
-    wait_for_line "$GW_TEST_TMP/d.out" 'tools/call queued' 10
+    wait_for_line "$GW_TMP/d.out" 'tools/call queued' 10
 kill -KILL "${DEV_PID[d]}"
 wait "${DEV_PID[d]}" 2>/dev/null
 check "the SDK client returns" wait_for_exit "$cpid" 10
-r=$(tail -n 1 "$GW_TEST_TMP/c.json")
+r=$(tail -n 1 "$GW_TMP/c.json")
 check "with -32002 (device offline)" jq_is "$r" '.calls[0].error.code' -32002
 check "well before the timeout ($(jq .calls[0].ms <<<"$r") ms < $SHORT_MS)" \
     jq -e ".calls[0].ms < $SHORT_MS" <<<"$r"
@@ -255,10 +255,10 @@ check "device v's tools are read" discovered v
 # The SDK's ids start at 0 (initialize 0, this call 1); the backend's
 # tools/call ids start at 1: both calls wait with id 1 at once.
 sdk --url "$BASE/mcp/devices/$V" --no-list \
-    --call 'self.sim.echo:{"text":"from-sdk"}' >"$GW_TEST_TMP/d.json" &
+    --call 'self.sim.echo:{"text":"from-sdk"}' >"$GW_TMP/d.json" &
 spid=$!
 check "the SDK's call reaches device v" \
-    wait_for_line "$GW_TEST_TMP/v.out" 'tools/call queued' 10
+    wait_for_line "$GW_TMP/v.out" 'tools/call queued' 10
 kill -USR1 "${DEV_PID[v]}" # a button press: a voice session begins
 check "the backend sends its tools/call" \
     wait_for_line "$BACKEND_EVENTS" '"ev":"mcp_tx".*"method":"tools/call"' 15
@@ -266,9 +266,9 @@ check "while the SDK's call still waits" kill -0 "$spid"
 code=$(mgr "$tok" "/api/devices/status" "{\"clientIds\":[\"$V\"]}")
 check "device v in its voice session is alive for /api/devices/status" \
     jq -e --arg v "$V" '.[$v] == {"isAlive":true,"exists":true}' \
-    "$GW_TEST_TMP/mgr.json"
+    "$GW_TMP/mgr.json"
 check "the SDK client returns" wait_for_exit "$spid" 15
-r=$(tail -n 1 "$GW_TEST_TMP/d.json")
+r=$(tail -n 1 "$GW_TMP/d.json")
 check "the SDK client gets its own answer" jq -e '.calls[0].text == "from-sdk"' <<<"$r"
 check "the backend gets its answer" \
     wait_for_line "$BACKEND_EVENTS" '"ev":"mcp".*"matched":"tools/call"' 15
@@ -299,21 +299,21 @@ check "and both calls" jq_is "$r" .mcp.calls 2
 
 echo "# h. list_changed on the /mcp GET stream"
 mcp_client --token "$TOKEN" --url "$BASE/mcp" --wait-list-changed 100 \
-    --wait-ms 60000 >"$GW_TEST_TMP/h.json" 2>"$GW_TEST_TMP/h.err" &
+    --wait-ms 60000 >"$GW_TMP/h.json" 2>"$GW_TMP/h.err" &
 hpid=$!
 check "the SDK client holds the GET stream" \
-    wait_for_line "$GW_TEST_TMP/h.err" '"event":"stream_open"' 10
+    wait_for_line "$GW_TMP/h.err" '"event":"stream_open"' 10
 device c 0f --idle
 pc=$(prefix c)
 check "a device coming online is announced (list_changed)" \
-    wait_for_jq "$GW_TEST_TMP/h.err" \
+    wait_for_jq "$GW_TMP/h.err" \
     ".event == \"list_changed\" and any(.tools[]?; startswith(\"$pc\"))" 15
 n0=$(jq -R 'fromjson? | select(.event == "list_changed") | .n' \
-    "$GW_TEST_TMP/h.err" | tail -n 1)
+    "$GW_TMP/h.err" | tail -n 1)
 r=$(end_device c)
 device_ok "device c ends well" "$r"
 check "a device going offline is announced too" \
-    wait_for_jq "$GW_TEST_TMP/h.err" \
+    wait_for_jq "$GW_TMP/h.err" \
     ".event == \"list_changed\" and .n > $n0 and
      all(.tools[]?; startswith(\"$pc\") | not)" 15
 kill -TERM "$hpid" 2>/dev/null
@@ -321,14 +321,14 @@ wait "$hpid" 2>/dev/null
 
 echo "# i. the HTTP surface, raw"
 node "$src/tests/mcp/http_checks.mjs" --base "$BASE" --token "$TOKEN" \
-    --manager-key "$MKEY" --device "$A" >"$GW_TEST_TMP/i.out" 2>&1
+    --manager-key "$MKEY" --device "$A" >"$GW_TMP/i.out" 2>&1
 rc=$?
 while IFS= read -r line; do
     case $line in
     "ok - "*) ok "http: ${line#ok - }" ;;
     "not ok - "*) not_ok "http: ${line#not ok - }" ;;
     esac
-done <"$GW_TEST_TMP/i.out"
+done <"$GW_TMP/i.out"
 check "http_checks.mjs ran every check and passed (exit $rc)" test "$rc" -eq 0
 
 echo "# the end: devices' own counts, a clean stop"

@@ -14,6 +14,8 @@
 
 #include <uv.h>
 
+#include "fixture.h"
+
 #define HC_RX_MAX (256 * 1024)
 
 struct hc_client {
@@ -35,13 +37,7 @@ struct hc_resp {
 };
 
 /* Runs c's loop until cond holds; the guard timer fails the test. */
-#define HC_RUN_UNTIL(c, cond)                                                  \
-    do {                                                                       \
-        while (!(cond)) {                                                      \
-            assert_false(*(c)->timed_out);                                     \
-            uv_run((c)->loop, UV_RUN_ONCE);                                    \
-        }                                                                      \
-    } while (0)
+#define HC_RUN_UNTIL(c, cond) GW_LOOP_RUN_UNTIL((c)->loop, (c)->timed_out, cond)
 
 static inline void hc_on_alloc(uv_handle_t *handle, size_t size, uv_buf_t *buf)
 {

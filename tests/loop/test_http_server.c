@@ -17,15 +17,14 @@
 
 #include "gateway/http_server.h"
 #include "common/log.h"
+#include "fixture.h"
 #include "http_client.h"
 
-#define GUARD_MS 30000 /* any test still running then has failed */
 #define MAX_BODY 1024
 
 static struct {
-    uv_loop_t loop;
-    uv_timer_t guard, work;
-    bool timed_out;
+    struct gw_fixture fx;
+    uv_timer_t work;
     struct gw_http_server *srv;
     bool srv_closed;
     int port;
@@ -39,13 +38,7 @@ static struct {
     bool late_xtest_null;
 } T;
 
-#define RUN_UNTIL(cond)                                                        \
-    do {                                                                       \
-        while (!(cond)) {                                                      \
-            assert_false(T.timed_out);                                         \
-            uv_run(&T.loop, UV_RUN_ONCE);                                      \
-        }                                                                      \
-    } while (0)
+#define RUN_UNTIL(cond) GW_FIXTURE_RUN_UNTIL(&T.fx, cond)
 
 static const char *nz(const char *s)
 {
@@ -170,16 +163,10 @@ static void on_request(struct gw_http_req *req, void *arg)
 
 static void open_client(struct hc_client *c, const char *ip)
 {
-    hc_open(c, &T.loop, &T.timed_out, ip, T.port);
+    hc_open(c, &T.fx.loop, &T.fx.timed_out, ip, T.port);
 }
 
 /* ---- setup ------------------------------------------------------------ */
-
-static void on_guard(uv_timer_t *timer)
-{
-    (void)timer;
-    T.timed_out = true;
-}
 
 static void start_server(const char *listen)
 {
@@ -191,7 +178,7 @@ static void start_server(const char *listen)
         .arg = &T,
     };
 
-    assert_int_equal(gw_http_server_init(&T.loop, &o, &T.srv), 0);
+    assert_int_equal(gw_http_server_init(&T.fx.loop, &o, &T.srv), 0);
     T.port = gw_http_server_port(T.srv);
     assert_true(T.port > 0);
 }
@@ -200,16 +187,8 @@ static int setup(void **state)
 {
     (void)state;
     memset(&T, 0, sizeof(T));
-    if (uv_loop_init(&T.loop) != 0) {
-        return -1;
-    }
-    uv_timer_init(&T.loop, &T.guard);
-    uv_timer_init(&T.loop, &T.work);
-    uv_timer_start(&T.guard, on_guard,
-                   getenv("GW_TEST_GUARD_MS") != NULL
-                       ? strtoull(getenv("GW_TEST_GUARD_MS"), NULL, 10)
-                       : GUARD_MS,
-                   0);
+    gw_fixture_loop_init(&T.fx);
+    uv_timer_init(&T.fx.loop, &T.work);
     start_server("127.0.0.1");
     return 0;
 }
@@ -232,13 +211,13 @@ static void stop_server(void)
 static int teardown(void **state)
 {
     (void)state;
+    /* Its own bound, also after a test that ran into the guard. */
+    gw_fixture_guard_start(&T.fx, gw_fixture_guard_ms());
     if (T.srv != NULL) {
         stop_server();
     }
-    uv_close((uv_handle_t *)&T.guard, NULL);
     uv_close((uv_handle_t *)&T.work, NULL);
-    uv_run(&T.loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&T.loop), 0);
+    gw_fixture_loop_close(&T.fx);
     return 0;
 }
 
@@ -568,7 +547,7 @@ static void test_bind_fails(void **state)
     };
 
     (void)state;
-    assert_int_equal(gw_http_server_init(&T.loop, &o, &other), GW_ECONFIG);
+    assert_int_equal(gw_http_server_init(&T.fx.loop, &o, &other), GW_ECONFIG);
     assert_null(other);
 }
 
