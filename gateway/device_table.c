@@ -49,7 +49,11 @@ static void on_tools_changed(void *arg, struct gw_mcp_discovery *disc)
 {
     struct gw_device *d = GW_CONTAINER_OF(disc, struct gw_device, discovery);
 
-    changed(arg, d);
+    /* A device going offline ends its discovery on the way: listeners
+     * hear of that once, from record_gone. */
+    if (d->state != GW_DEVICE_GONE) {
+        changed(arg, d);
+    }
 }
 
 /* ---- the reaper ---- */
@@ -264,7 +268,9 @@ int gw_device_on_presence(struct gw_device_table *t, const char *client_id,
         return rc;
     }
     was_online = d->presence.online;
-    bool newer = p->conn != d->presence.conn;
+    /* Connection 0 is unknown (never given, or forgotten at a broker
+     * reconnect): a replayed online message is then no return. */
+    bool newer = d->presence.conn != 0 && p->conn != d->presence.conn;
     memcpy(d->presence.address, p->address, sizeof(d->presence.address));
     d->presence.conn = p->conn;
     if (!was_online) {

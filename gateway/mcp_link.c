@@ -261,7 +261,8 @@ static void on_request_timer(uv_timer_t *timer)
     struct gw_mcp_request *p = timer->data;
     char subject[GW_CLIENT_ID_MAX + 16];
 
-    if (p->fail == GW_MCP_TIMEOUT && p->link != NULL) {
+    /* An abandoned request was already cancelled toward the device. */
+    if (p->fail == GW_MCP_TIMEOUT && p->link != NULL && p->cb != NULL) {
         subject_of(p->link, subject, sizeof(subject));
         gw_log(GW_LOG_WARN, subject, "request %u from %s timed out", p->dev_id,
                gw_mcp_origin_name(p->origin));

@@ -105,7 +105,7 @@ struct gw_mcp_link {
     const char *client_id;          /* the record's, outlives the link */
     const char *session_id;         /* of the live session, or "" */
     bool open;                      /* false once the device left: refuse all */
-    uint32_t next_id;               /* next id toward the device */
+    uint32_t next_id;               /* the last id given toward the device */
     struct gw_mcp_request *pending; /* uthash by device-side id */
     size_t n_pending;
     struct gw_list calls;                  /* queued tools/call requests */
