@@ -205,14 +205,14 @@ run_one() {
         >"$dir/mosquitto.conf"
     "${in_gw[@]}" mosquitto -c "$dir/mosquitto.conf" 2>"$dir/mosquitto.log" &
     GW_PIDS+=($!)
-    wait_for "$dir/mosquitto.log" "listen socket on port $bp"
+    wait_for_line "$dir/mosquitto.log" "listen socket on port $bp" || exit 1
     "${in_be[@]}" "$sim" backend --listen "$be_ip:$wp" \
         --events "$dir/backend.events" \
         --turn-frames 20 --tts-frames 20 --no-decode --log-level warn \
         --latency-log "$dir/backend.csv" 2>"$dir/backend.log" &
     local be=$!
     GW_PIDS+=("$be")
-    wait_for "$dir/backend.events" '"ev":"ready"'
+    wait_for_line "$dir/backend.events" '"ev":"ready"' || exit 1
     cat >"$dir/gw.json" <<EOF
 { "instance": "bench",
   "mqtt": { "host": "127.0.0.1", "port": $bp },
@@ -226,7 +226,7 @@ EOF
     "${in_gw[@]}" "$gw" -c "$dir/gw.json" 2>"$dir/gw.log" &
     local g=$!
     GW_PIDS+=("$g")
-    wait_for "$dir/gw.log" 'broker link up'
+    wait_for_line "$dir/gw.log" 'broker link up' || exit 1
     local rss0
     rss0=$(rss_kb "$g")
 
