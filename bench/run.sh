@@ -172,13 +172,7 @@ rss_kb() {
 
 # The gateway's relayed audio packets so far (both directions).
 relayed() { # PID LOG
-    local before
-    before=$(grep -c '\[stats\]' "$2" || true)
-    kill -USR1 "$1"
-    until (($(grep -c '\[stats\]' "$2" || true) > before)); do
-        sleep 0.05
-    done
-    grep '\[stats\]' "$2" | tail -n 1 |
+    gateway_stats "$1" "$2" |
         sed -E 's/.*audio_up=([0-9]+) audio_down=([0-9]+).*/\1 \2/' |
         awk '{ print $1 + $2 }'
 }
@@ -205,14 +199,14 @@ run_one() {
         >"$dir/mosquitto.conf"
     "${in_gw[@]}" mosquitto -c "$dir/mosquitto.conf" 2>"$dir/mosquitto.log" &
     GW_PIDS+=($!)
-    wait_for_line "$dir/mosquitto.log" "listen socket on port $bp" || exit 1
+    wait_for_ready $! "$dir/mosquitto.log" "listen socket on port $bp" || exit 1
     "${in_be[@]}" "$sim" backend --listen "$be_ip:$wp" \
         --events "$dir/backend.events" \
         --turn-frames 20 --tts-frames 20 --no-decode --log-level warn \
         --latency-log "$dir/backend.csv" 2>"$dir/backend.log" &
     local be=$!
     GW_PIDS+=("$be")
-    wait_for_line "$dir/backend.events" '"ev":"ready"' || exit 1
+    wait_for_ready "$be" "$dir/backend.events" '"ev":"ready"' || exit 1
     cat >"$dir/gw.json" <<EOF
 { "instance": "bench",
   "mqtt": { "host": "127.0.0.1", "port": $bp },
@@ -226,7 +220,7 @@ EOF
     "${in_gw[@]}" "$gw" -c "$dir/gw.json" 2>"$dir/gw.log" &
     local g=$!
     GW_PIDS+=("$g")
-    wait_for_line "$dir/gw.log" 'broker link up' || exit 1
+    wait_for_ready "$g" "$dir/gw.log" 'broker link up' || exit 1
     local rss0
     rss0=$(rss_kb "$g")
 

@@ -41,13 +41,13 @@ plugin_opt_gateway_password $gw_password
 EOF
 mosquitto -c "$tmp/mosquitto.conf" 2>"$tmp/mosquitto.log" &
 GW_PIDS+=($!)
-wait_for_line "$tmp/mosquitto.log" "listen socket on port $broker_port" || exit 1
+wait_for_ready $! "$tmp/mosquitto.log" "listen socket on port $broker_port" || exit 1
 echo "demo: mosquitto with the hybridgw plugin on 127.0.0.1:$broker_port"
 
 "$sim" backend --listen "127.0.0.1:$backend_port" --events "$tmp/backend.events" \
     --turn-frames 20 --tts-frames 15 2>"$tmp/backend.log" &
 GW_PIDS+=($!)
-wait_for_line "$tmp/backend.events" '"ev":"ready"' || exit 1
+wait_for_ready $! "$tmp/backend.events" '"ev":"ready"' || exit 1
 echo "demo: mock backend on ws://127.0.0.1:$backend_port/xiaozhi/v1/"
 
 cat >"$tmp/hybridgw.json" <<EOF
@@ -65,7 +65,7 @@ EOF
 "$gw" -c "$tmp/hybridgw.json" 2>"$tmp/gateway.log" &
 gw_pid=$!
 GW_PIDS+=("$gw_pid")
-wait_for_line "$tmp/gateway.log" 'broker link up' || exit 1
+wait_for_ready "$gw_pid" "$tmp/gateway.log" 'broker link up' || exit 1
 echo "demo: gateway subscribed, audio on udp 127.0.0.1:$udp_port"
 
 echo
@@ -77,8 +77,9 @@ status=0
 
 echo
 echo "== the gateway's log"
-kill -TERM "$gw_pid"
-wait "$gw_pid" || status=1
+if ! stop_pid "$gw_pid" || ((EXIT_CODE != 0)); then
+    status=1
+fi
 cat "$tmp/gateway.log"
 echo
 if ((status == 0)); then

@@ -3,6 +3,7 @@
 # background processes are cleaned up on exit, and every wait is a bounded
 # poll for an event (a log line, an answer, an exit), never a fixed sleep.
 # GW_KEEP=1 keeps the temporary directory.
+# shellcheck shell=bash disable=SC2034 # EXIT_CODE and such are for callers
 
 GW_TMP=$(mktemp -d)
 GW_PIDS=() # stopped on exit, with every background job of the script
@@ -52,9 +53,15 @@ gw_cleanup() {
 trap gw_cleanup EXIT
 
 # wait_until SECONDS CMD...: true once CMD succeeds (polled every 50 ms),
-# false after SECONDS (GW_WAIT_S when empty).
+# false after SECONDS (GW_WAIT_S when empty). GW_DEADLINE, a value of
+# SECONDS, caps every wait when set: a test whose steps fail one after
+# another then still reports them before its runner's own timeout.
 wait_until() {
-    local deadline=$((SECONDS + ${1:-$GW_WAIT_S}))
+    # SECONDS counts whole seconds: one more makes the bound a minimum.
+    local deadline=$((SECONDS + ${1:-$GW_WAIT_S} + 1))
+    if [ -n "${GW_DEADLINE:-}" ] && ((deadline > GW_DEADLINE)); then
+        deadline=$GW_DEADLINE
+    fi
     shift
     until "$@"; do
         if ((SECONDS >= deadline)); then
@@ -76,15 +83,18 @@ has_lines() {
     (($(count_lines "$1" "$2") >= $3))
 }
 
-# wait_for_lines FILE REGEX N [SECONDS]: true once N lines of FILE match
-# (a line that may already be there from before counts as one of them);
-# on a timeout, says so and shows the end of FILE.
+# wait_for_lines FILE REGEX N [SECONDS]: true once N lines of FILE match,
+# counting those written before the call; on a timeout, says so and shows
+# the end of FILE.
 wait_for_lines() {
+    local what="/$2/"
     if wait_until "${4:-}" has_lines "$1" "$2" "$3"; then
         return 0
     fi
-    gw_note "timed out after ${4:-$GW_WAIT_S} s waiting for /$2/" \
-        "(${3} lines) in $1"
+    if (($3 > 1)); then
+        what="$3 lines of $what"
+    fi
+    gw_note "timed out after ${4:-$GW_WAIT_S} s waiting for $what in $1"
     show_tail "$1"
     return 1
 }
@@ -92,6 +102,30 @@ wait_for_lines() {
 # wait_for_line FILE REGEX [SECONDS]: true once a line of FILE matches.
 wait_for_line() {
     wait_for_lines "$1" "$2" 1 "${3:-}"
+}
+
+# ready_or_gone PID FILE REGEX N: true once N lines of FILE match or PID
+# has exited.
+ready_or_gone() {
+    has_lines "$2" "$3" "$4" || gone "$1"
+}
+
+# wait_for_ready PID FILE REGEX [N] [SECONDS]: true once N (1) lines of
+# FILE match, the line a process started in the background writes when it
+# is ready; false at once if it exits first, as one that cannot start does.
+wait_for_ready() {
+    local pid=$1 file=$2 re=$3 n=${4:-1}
+    wait_until "${5:-}" ready_or_gone "$pid" "$file" "$re" "$n" || true
+    if has_lines "$file" "$re" "$n"; then
+        return 0
+    fi
+    if gone "$pid"; then
+        gw_note "pid $pid exited before it wrote /$re/ to $file"
+    else
+        gw_note "timed out after ${5:-$GW_WAIT_S} s waiting for /$re/ in $file"
+    fi
+    show_tail "$file"
+    return 1
 }
 
 # answers URL: true when URL answers 2xx.

@@ -2,17 +2,23 @@
 # temporary directory, cleanup and bounded waits every script shares):
 # TAP-like output where a failed check shows the end of every peer's
 # output, and the real parts (broker, mock backend, gateway) on 127.0.0.1.
+# shellcheck shell=bash disable=SC2034,SC2154 # variables shared with callers
 set -u
-# shellcheck source=../../scripts/lib.sh
+# shellcheck source-path=SCRIPTDIR source=../../scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
 GW_TEST_FAILS=0
 GW_TEST_PASSES=0
+# ctest gives each test 120 s: its waits end before that, so it reports.
+GW_DEADLINE=$((SECONDS + ${GW_TEST_BUDGET_S:-105}))
 GW_PEERS=() # output files of the parts under test, shown with a failure
 
 # peer_log FILE...: shows the end of each FILE with every failed check.
 peer_log() {
-    GW_PEERS+=("$@")
+    local f
+    for f in "$@"; do
+        [[ " ${GW_PEERS[*]} " == *" $f "* ]] || GW_PEERS+=("$f")
+    done
 }
 
 show_peers() {
@@ -62,6 +68,13 @@ finish() {
     [ "$GW_TEST_FAILS" -eq 0 ]
 }
 
+# bail WHAT: a failed check that the rest of the test cannot do without.
+bail() {
+    not_ok "$@"
+    finish
+    exit 1
+}
+
 # jq_is JSON FILTER EXPECTED: true when the filter gives EXPECTED.
 jq_is() {
     [ "$(jq -r "$2" <<<"$1")" = "$3" ]
@@ -84,7 +97,7 @@ run_mosquitto() {
     peer_log "$log"
     mosquitto -c "$2" >>"$log" 2>&1 &
     MOSQ_PID=$!
-    wait_for_lines "$log" "$re" $((before + 1))
+    wait_for_ready "$MOSQ_PID" "$log" "$re" $((before + 1))
 }
 
 # start_broker NAME [PORT]: a mosquitto of our own, logging to
@@ -121,7 +134,7 @@ start_backend() {
     "$SIM" backend --listen "127.0.0.1:$BACKEND_PORT" \
         --events "$BACKEND_EVENTS" "$@" >"$GW_TMP/$name.log" 2>&1 &
     BACKEND_PID=$!
-    wait_for_line "$BACKEND_EVENTS" '"ev":"ready"'
+    wait_for_ready "$BACKEND_PID" "$BACKEND_EVENTS" '"ev":"ready"'
 }
 
 # write_gateway_config FILE [EXTRA_JSON_MEMBERS]: a config for the broker
@@ -156,14 +169,20 @@ start_gateway() {
     peer_log "$GW_LOG"
     "$GW" -c "$cfg" >>"$GW_LOG" 2>&1 &
     GW_PID=$!
-    wait_for_line "$GW_LOG" 'broker link up'
+    wait_for_ready "$GW_PID" "$GW_LOG" 'broker link up'
 }
 
 # ---- the broker plugin ----
-# Callers set PLUGIN (the built hybridgw_broker.so) first.
 PLUGIN_KEY=it-device-key
 PLUGIN_GW_USER=hybridgw
 PLUGIN_GW_PASS=gateway-secret
+
+# need_plugin: sets PLUGIN to the hybridgw_broker.so built beside GW, or
+# ends the test if it is not built.
+need_plugin() {
+    PLUGIN=$(cd "$(dirname "$GW")/../broker" 2>/dev/null && pwd)/hybridgw_broker.so
+    [ -f "$PLUGIN" ] || bail "the plugin is built ($PLUGIN)"
+}
 
 # start_plugin_broker NAME: mosquitto loading the plugin (device key
 # PLUGIN_KEY, gateway account PLUGIN_GW_USER/PASS); sets BROKER_PORT,

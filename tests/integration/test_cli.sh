@@ -57,7 +57,7 @@ log=$GW_TMP/gw.log
 peer_log "$log"
 "$gw" -c "$live" >"$log" 2>&1 &
 pid=$!
-check "the gateway starts" wait_for_line "$log" 'running \(pid'
+check "the gateway starts" wait_for_ready "$pid" "$log" 'running \(pid'
 
 echo '{ "backends": [' >"$live"
 kill -HUP "$pid"

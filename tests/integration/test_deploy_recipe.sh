@@ -12,7 +12,6 @@ src=$(realpath "$2")
 SIM=$(realpath "$3")
 . "$src/tests/integration/lib.sh"
 
-not() { ! "$@"; }
 non_root() { # USER[:GROUP]: set, and neither root nor uid 0
     [ -n "$1" ] && [[ ! ${1%%:*} =~ ^(root|0)$ ]]
 }
@@ -490,14 +489,6 @@ adapt_mosq() {
     fi
     echo "log_dest stderr" >>"$2"
 }
-# run_mosq NAME CONF: starts it, waits for its listener; sets MOSQ_PID.
-run_mosq() {
-    mosquitto -c "$2" >"$GW_TMP/$1.log" 2>&1 &
-    MOSQ_PID=$!
-    wait_for_line "$GW_TMP/$1.log" \
-        "Opening ipv4 listen socket on port $3" 10
-}
-
 if [ -f "$plugin" ]; then
     what="with the plugin"
 else
@@ -508,7 +499,7 @@ fi
 port=$(free_port)
 adapt_mosq "$docker_mosq" "$GW_TMP/docker-mosq.conf" "$port"
 check "Mosquitto starts from docker/mosquitto.conf $what" \
-    run_mosq docker-mosq "$GW_TMP/docker-mosq.conf" "$port"
+    run_mosquitto docker-mosq "$GW_TMP/docker-mosq.conf" "$port"
 docker_mosq_pid=$MOSQ_PID
 
 # deploy/'s file is a conf.d snippet: include it as Debian's config does.
@@ -518,7 +509,7 @@ adapt_mosq "$deploy_mosq" "$GW_TMP/conf.d/hybridgw.conf" "$dport"
 printf 'persistence false\ninclude_dir %s\n' "$GW_TMP/conf.d" \
     >"$GW_TMP/deploy-main.conf"
 check "Mosquitto starts with deploy/mosquitto-hybridgw.conf in conf.d $what" \
-    run_mosq deploy-mosq "$GW_TMP/deploy-main.conf" "$dport"
+    run_mosquitto deploy-mosq "$GW_TMP/deploy-main.conf" "$dport"
 stop_pid "$MOSQ_PID"
 
 # ---- the compose stack on 127.0.0.1, from the files in docker/ ----------

@@ -9,25 +9,17 @@ src=$2
 SIM=$3
 . "$src/tests/integration/lib.sh"
 
-PLUGIN=$(cd "$(dirname "$GW")/../broker" 2>/dev/null && pwd)/hybridgw_broker.so
-if [ ! -f "$PLUGIN" ]; then
-    not_ok "the plugin is built ($PLUGIN)"
-    finish
-    exit
-fi
-if ! mcp_tools_ready; then
-    not_ok "node and tests/mcp's npm packages are installed (scripts/setup.sh)"
-    finish
-    exit
-fi
+need_plugin
+mcp_tools_ready ||
+    bail "node and tests/mcp's npm packages are installed (scripts/setup.sh)"
 
 TOKEN=it-bearer-7f3c9a
 MKEY=It-Manager-Zq7Hw3
 VISION_URL=http://127.0.0.1:8003/mcp/vision/explain
 SHORT_MS=2000 # mcp.call_timeout_ms for the timeout cases
-LONG_MS=15000 # after a reload, for the slow concurrent calls
+LONG_MS=30000 # after a reload: no call may time out on a busy machine
 
-start_plugin_broker broker || { not_ok "broker with the plugin starts"; finish; exit; }
+start_plugin_broker broker || bail "broker with the plugin starts"
 start_backend backend --mcp --mcp-list-delay-ms 0 --turn-frames 10 \
     --tts-frames 4 --mcp-call 'self.sim.echo:{"text":"from-backend"}'
 HTTP_PORT=$(free_port)
@@ -53,8 +45,9 @@ write_config() {
 JSON
 }
 write_config "$SHORT_MS"
-start_gateway gw "$cfg" || { not_ok "gateway starts"; finish; exit; }
-check "the HTTP API answers /healthz" wait_for_http "$BASE/healthz" 10
+start_gateway gw "$cfg" || bail "gateway starts"
+check "the HTTP API answers /healthz" wait_for_http "$BASE/healthz"
+peer_log "$GW_TMP/sdk.err" "$GW_TMP/devices.err"
 
 # ---- devices: stock firmware through the plugin ----
 declare -A DEV_PID DEV_ID
@@ -69,6 +62,7 @@ device() {
         --client-id "$ID" --json "$@" >"$GW_TMP/$name.out" \
         2>>"$GW_TMP/devices.err" &
     DEV_PID[$name]=$!
+    peer_log "$GW_TMP/$name.out"
 }
 # prefix NAME: how the aggregated tool names of that device begin (its
 # label starts with the 12 hex digits of its MAC).
@@ -77,7 +71,7 @@ prefix() {
 }
 # discovered NAME: waits until the gateway has read the device's tools.
 discovered() {
-    wait_for_line "$GW_LOG" "dev=${DEV_ID[$1]} mcp.* [0-9]+ tools? in [0-9]+ pages?" 15
+    wait_for_line "$GW_LOG" "dev=${DEV_ID[$1]} mcp.* [0-9]+ tools? in [0-9]+ pages?"
 }
 # pages_read NAME: pages of the gateway's last discovery of the device.
 pages_read() {
@@ -87,7 +81,7 @@ pages_read() {
 # end_device NAME: SIGINT (an idle device's normal end); prints its result.
 end_device() {
     kill -INT "${DEV_PID[$1]}" 2>/dev/null
-    wait_for_exit "${DEV_PID[$1]}" 10 >/dev/null
+    wait_for_exit "${DEV_PID[$1]}" >/dev/null
     tail -n 1 "$GW_TMP/$1.out"
 }
 sdk() {
@@ -199,7 +193,7 @@ echo "# b. a device that never answers"
 device s 0c --idle --mcp-silent
 S=${DEV_ID[s]}
 check "its discovery times out" \
-    wait_for_line "$GW_LOG" "dev=$S mcp.*initialize failed" 15
+    wait_for_line "$GW_LOG" "dev=$S mcp.*initialize failed"
 # With no tool list the allow-list cannot say yes: AI callers are refused
 # with the reason, while the operator's path still reaches the device.
 r=$(sdk --url "$BASE/mcp/devices/$S" --no-list --call self.get_device_status)
@@ -212,8 +206,10 @@ T=${DEV_ID[t]}
 r=$(sdk --url "$BASE/mcp/devices/$T" --no-list --call self.get_device_status)
 check "an SDK call to a device that answers too late times out with -32001" \
     jq_is "$r" '.calls[0].error.code' -32001
+# Well under the SDK's own 30 s request timeout: the gateway's timer ended
+# it, however late a busy machine ran it.
 check "after mcp.call_timeout_ms ($(jq .calls[0].ms <<<"$r") ms)" \
-    jq -e ".calls[0].ms >= $SHORT_MS - 100 and .calls[0].ms < $SHORT_MS + 3000" <<<"$r"
+    jq -e ".calls[0].ms >= $SHORT_MS - 100 and .calls[0].ms < $SHORT_MS + 15000" <<<"$r"
 kill "${DEV_PID[t]}"
 wait "${DEV_PID[t]}" 2>/dev/null || true
 code=$(mgr "$tok" "/api/commands/$S" \
@@ -227,6 +223,12 @@ r=$(sdk --url "$BASE/mcp/devices/$A" --no-list --call 'self.sim.echo:{"text":"st
 check "and other devices still answer" jq -e '.calls[0].text == "still"' <<<"$r"
 
 echo "# c. a device that goes offline in the middle of a call"
+# The long timeout from here on: the device's end, not the gateway's timer,
+# must be what ends a call, however slowly a busy machine tells of it.
+write_config "$LONG_MS"
+kill -HUP "$GW_PID"
+check "the gateway reloads with mcp.call_timeout_ms $LONG_MS" \
+    wait_for_line "$GW_LOG" "config.*reloaded"
 device d 0d --idle --mcp-echo-tool --mcp-call-delay-ms 60000
 check "device d's tools are read" discovered d
 D=${DEV_ID[d]}
@@ -234,44 +236,50 @@ sdk --url "$BASE/mcp/devices/$D" --no-list \
     --call 'self.sim.echo:{"text":"never"}' >"$GW_TMP/c.json" &
 cpid=$!
 check "the slow call reaches device d" \
-    wait_for_line "$GW_TMP/d.out" 'tools/call queued' 10
+    wait_for_line "$GW_TMP/d.out" 'tools/call queued'
 kill -KILL "${DEV_PID[d]}"
 wait "${DEV_PID[d]}" 2>/dev/null
-check "the SDK client returns" wait_for_exit "$cpid" 10
+check "the SDK client returns" wait_for_exit "$cpid"
 r=$(tail -n 1 "$GW_TMP/c.json")
 check "with -32002 (device offline)" jq_is "$r" '.calls[0].error.code' -32002
-check "well before the timeout ($(jq .calls[0].ms <<<"$r") ms < $SHORT_MS)" \
-    jq -e ".calls[0].ms < $SHORT_MS" <<<"$r"
+check "well before the timeout ($(jq .calls[0].ms <<<"$r") ms < $((LONG_MS / 2)))" \
+    jq -e ".calls[0].ms < $LONG_MS / 2" <<<"$r"
 
 echo "# d. the backend and an SDK client call one device at once"
-write_config "$LONG_MS"
-kill -HUP "$GW_PID"
-check "the gateway reloads with mcp.call_timeout_ms $LONG_MS" \
-    wait_for_line "$GW_LOG" "config.*reloaded" 5
 device v 0e --idle --mcp-echo-tool --mcp-extra-tools 100 \
     --mcp-call-delay-ms 2500 --turns 0 --frames 20
 V=${DEV_ID[v]}
 check "device v's tools are read" discovered v
+kill -USR1 "${DEV_PID[v]}" # a button press: a voice session begins
+check "the backend sends its tools/call" \
+    wait_for_line "$BACKEND_EVENTS" '"ev":"mcp_tx".*"method":"tools/call"'
+# The device answers a call 2.5 s after it came. Frozen as soon as it has
+# the backend's, it answers nothing until the SDK's call is in the gateway
+# too: events, not that delay, make the two calls wait at once.
+check "the backend's call reaches device v" \
+    wait_for_line "$GW_TMP/v.out" 'tools/call queued'
+kill -STOP "${DEV_PID[v]}"
+check "and is still unanswered when the device is frozen" \
+    not grep -q 'tools/call > reply' "$GW_TMP/v.out"
 # The SDK's ids start at 0 (initialize 0, this call 1); the backend's
 # tools/call ids start at 1: both calls wait with id 1 at once.
 sdk --url "$BASE/mcp/devices/$V" --no-list \
     --call 'self.sim.echo:{"text":"from-sdk"}' >"$GW_TMP/d.json" &
 spid=$!
-check "the SDK's call reaches device v" \
-    wait_for_line "$GW_TMP/v.out" 'tools/call queued' 10
-kill -USR1 "${DEV_PID[v]}" # a button press: a voice session begins
-check "the backend sends its tools/call" \
-    wait_for_line "$BACKEND_EVENTS" '"ev":"mcp_tx".*"method":"tools/call"' 15
-check "while the SDK's call still waits" kill -0 "$spid"
+check "the SDK's call reaches the gateway" \
+    wait_for_line "$GW_LOG" "tools/call self\.sim\.echo on $V"
+check "while the backend's call still waits" \
+    not grep -q '"ev":"mcp".*"matched":"tools/call"' "$BACKEND_EVENTS"
 code=$(mgr "$tok" "/api/devices/status" "{\"clientIds\":[\"$V\"]}")
 check "device v in its voice session is alive for /api/devices/status" \
     jq -e --arg v "$V" '.[$v] == {"isAlive":true,"exists":true}' \
     "$GW_TMP/mgr.json"
-check "the SDK client returns" wait_for_exit "$spid" 15
+kill -CONT "${DEV_PID[v]}"
+check "the backend gets its answer" \
+    wait_for_line "$BACKEND_EVENTS" '"ev":"mcp".*"matched":"tools/call"'
+check "the SDK client returns" wait_for_exit "$spid"
 r=$(tail -n 1 "$GW_TMP/d.json")
 check "the SDK client gets its own answer" jq -e '.calls[0].text == "from-sdk"' <<<"$r"
-check "the backend gets its answer" \
-    wait_for_line "$BACKEND_EVENTS" '"ev":"mcp".*"matched":"tools/call"' 15
 ev=$(grep '"ev":"mcp"' "$BACKEND_EVENTS" | grep '"matched":"tools/call"' | tail -n 1)
 check "its own: the backend's text under the backend's id 1" \
     jq -e '.payload.id == 1 and
@@ -301,13 +309,14 @@ echo "# h. list_changed on the /mcp GET stream"
 mcp_client --token "$TOKEN" --url "$BASE/mcp" --wait-list-changed 100 \
     --wait-ms 60000 >"$GW_TMP/h.json" 2>"$GW_TMP/h.err" &
 hpid=$!
+peer_log "$GW_TMP/h.err"
 check "the SDK client holds the GET stream" \
-    wait_for_line "$GW_TMP/h.err" '"event":"stream_open"' 10
+    wait_for_line "$GW_TMP/h.err" '"event":"stream_open"'
 device c 0f --idle
 pc=$(prefix c)
 check "a device coming online is announced (list_changed)" \
     wait_for_jq "$GW_TMP/h.err" \
-    ".event == \"list_changed\" and any(.tools[]?; startswith(\"$pc\"))" 15
+    ".event == \"list_changed\" and any(.tools[]?; startswith(\"$pc\"))"
 n0=$(jq -R 'fromjson? | select(.event == "list_changed") | .n' \
     "$GW_TMP/h.err" | tail -n 1)
 r=$(end_device c)
@@ -315,14 +324,14 @@ device_ok "device c ends well" "$r"
 check "a device going offline is announced too" \
     wait_for_jq "$GW_TMP/h.err" \
     ".event == \"list_changed\" and .n > $n0 and
-     all(.tools[]?; startswith(\"$pc\") | not)" 15
-kill -TERM "$hpid" 2>/dev/null
-wait "$hpid" 2>/dev/null
+     all(.tools[]?; startswith(\"$pc\") | not)"
+stop_pid "$hpid"
 
 echo "# i. the HTTP surface, raw"
 node "$src/tests/mcp/http_checks.mjs" --base "$BASE" --token "$TOKEN" \
     --manager-key "$MKEY" --device "$A" >"$GW_TMP/i.out" 2>&1
 rc=$?
+peer_log "$GW_TMP/i.out"
 while IFS= read -r line; do
     case $line in
     "ok - "*) ok "http: ${line#ok - }" ;;
@@ -346,5 +355,5 @@ echo "# $stats"
 stop_pid "$GW_PID"
 check "the gateway exits 0 after SIGTERM" test "${EXIT_CODE:-1}" -eq 0
 check "the gateway logged no error" \
-    bash -c "! grep -E ' error |ERROR|AddressSanitizer|runtime error' '$GW_LOG'"
+    not grep -E ' error |ERROR|AddressSanitizer|runtime error' "$GW_LOG"
 finish

@@ -9,18 +9,13 @@ src=$2
 SIM=$3
 . "$src/tests/integration/lib.sh"
 
-PLUGIN=$(cd "$(dirname "$GW")/../broker" 2>/dev/null && pwd)/hybridgw_broker.so
-if [ ! -f "$PLUGIN" ]; then
-    not_ok "the plugin is built ($PLUGIN)"
-    finish
-    exit
-fi
+need_plugin
 
-start_plugin_broker broker || { not_ok "broker with the plugin starts"; finish; exit; }
+start_plugin_broker broker || bail "broker with the plugin starts"
 start_backend backend --turn-frames 10 --tts-frames 8
 cfg=$GW_TMP/gw.json
 write_gateway_config "$cfg"
-start_gateway gw "$cfg" || { not_ok "gateway starts"; finish; exit; }
+start_gateway gw "$cfg" || bail "gateway starts"
 
 n_dev=0
 # new_id: sets ID to a fresh device client id.

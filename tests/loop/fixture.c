@@ -248,3 +248,12 @@ const char *gw_fixture_cert(const char *dir, const char *file)
     snprintf(p, sizeof(paths[0]), "%s/%s", dir, file);
     return p;
 }
+
+/* ---- running --------------------------------------------------------- */
+
+void gw_fixture_filter(void)
+{
+    if (getenv("GW_TEST_FILTER") != NULL) {
+        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
+    }
+}

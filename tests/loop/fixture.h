@@ -81,4 +81,8 @@ void gw_fixture_certs_remove(const char *dir);
 /* dir/file, in one of four buffers that later calls reuse in turn. */
 const char *gw_fixture_cert(const char *dir, const char *file);
 
+/* Runs only the tests GW_TEST_FILTER names (a cmocka pattern such as
+ * "test_tls"), when it is set; call before cmocka_run_group_tests(). */
+void gw_fixture_filter(void);
+
 #endif /* GW_TEST_FIXTURE_H */

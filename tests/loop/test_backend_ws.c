@@ -1164,9 +1164,7 @@ int main(void)
         cmocka_unit_test(test_open_refuses),
     };
 
-    if (getenv("GW_TEST_FILTER") != NULL) { /* e.g. "test_tls" */
-        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
-    }
+    gw_fixture_filter();
     gw_log_set_level(GW_LOG_ERROR); /* lws's own warnings are expected */
     return cmocka_run_group_tests(tests, make_certs, remove_certs);
 }

@@ -574,9 +574,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bind_fails, setup, teardown),
     };
 
-    if (getenv("GW_TEST_FILTER") != NULL) {
-        cmocka_set_test_filter(getenv("GW_TEST_FILTER"));
-    }
+    gw_fixture_filter();
     gw_log_set_level(getenv("GW_TEST_LOG") != NULL ? GW_LOG_DEBUG
                                                    : GW_LOG_ERROR);
     return cmocka_run_group_tests(tests, NULL, NULL);
