@@ -22,7 +22,7 @@ static const char *const kept_custom[] = {
 
 /* ---- requests ---------------------------------------------------------- */
 
-void gw_http_req_free(struct gw_http_req *req)
+void gw_http_req_destroy(struct gw_http_req *req)
 {
     gw_http_watch_stop(req);
     if (req->wsi != NULL) {
@@ -63,7 +63,7 @@ void gw_http_req_lost(struct gw_http_req *req)
         req->gone_cb(req, req->gone_arg);
         req->srv->busy--;
     }
-    gw_http_req_free(req);
+    gw_http_req_destroy(req);
 }
 
 /* Drops the connection from the loop; lws reports its close later. */
@@ -297,7 +297,7 @@ struct gw_http_req *gw_http_req_create(struct gw_http_server *srv,
     copy_peer(req);
     if (copy_request_line(req) != 0 || copy_query(req) != 0 ||
         copy_headers(req) != 0) {
-        gw_http_req_free(req);
+        gw_http_req_destroy(req);
         return NULL;
     }
     req->keep_alive =

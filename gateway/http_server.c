@@ -111,7 +111,7 @@ static void complete(struct gw_http_req *req)
     bool keep = req->keep_alive; /* never after a refusal */
     bool paused = req->rx_paused;
 
-    gw_http_req_free(req);
+    gw_http_req_destroy(req);
     if (keep) {
         if (paused) {
             lws_rx_flow_control(wsi, 1); /* a pipelined request may wait */

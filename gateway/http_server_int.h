@@ -105,7 +105,7 @@ struct gw_http_req *gw_http_req_create(struct gw_http_server *srv,
                                        struct lws *wsi);
 
 /* Unties req from its connection and frees it (http_request.c). */
-void gw_http_req_free(struct gw_http_req *req);
+void gw_http_req_destroy(struct gw_http_req *req);
 
 /*
  * The connection is gone or the server closes: on_gone if an answer or

@@ -348,9 +348,9 @@ static void on_sessions_empty(struct gw_sessions *t, void *arg)
     }
 }
 
-void gw_instance_stop(struct gw_instance *inst,
-                      void (*cb)(struct gw_instance *inst, void *arg),
-                      void *arg)
+void gw_instance_close(struct gw_instance *inst,
+                       void (*cb)(struct gw_instance *inst, void *arg),
+                       void *arg)
 {
     size_t live = gw_sessions_live(&inst->sessions);
 

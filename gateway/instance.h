@@ -68,9 +68,9 @@ void gw_instance_set_config(struct gw_instance *inst, struct gw_config *cfg);
  * Drains: every session ends with a goodbye to its device, then the
  * parts close; cb runs last and the instance is freed after it.
  */
-void gw_instance_stop(struct gw_instance *inst,
-                      void (*cb)(struct gw_instance *inst, void *arg),
-                      void *arg);
+void gw_instance_close(struct gw_instance *inst,
+                       void (*cb)(struct gw_instance *inst, void *arg),
+                       void *arg);
 
 /* One log line with every counter (SIGUSR1, and at exit). */
 void gw_instance_log_stats(const struct gw_instance *inst);

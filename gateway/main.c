@@ -171,7 +171,7 @@ static void on_signal(uv_signal_t *sig, int signum)
     m->stopping = 1;
     gw_log(GW_LOG_INFO, "gw", "%s received, shutting down",
            signum == SIGTERM ? "SIGTERM" : "SIGINT");
-    gw_instance_stop(m->inst, on_stopped, m);
+    gw_instance_close(m->inst, on_stopped, m);
 }
 
 static int start_signal(struct gw_main *m, uv_signal_t *sig, int signum)
@@ -215,7 +215,7 @@ static int run(const char *path)
                     (rc = start_signal(&m, &m.sig_usr1, SIGUSR1)) != 0)) {
         gw_log(GW_LOG_ERROR, "gw", "signal setup failed: %s", uv_strerror(rc));
         m.stopping = 1;
-        gw_instance_stop(m.inst, on_stopped, &m);
+        gw_instance_close(m.inst, on_stopped, &m);
     }
     if (m.inst != NULL && !m.stopping) {
         gw_log(GW_LOG_INFO, "gw", "running (pid %d)", (int)getpid());

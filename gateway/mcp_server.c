@@ -378,7 +378,7 @@ static void post_messages(struct post *p, struct gw_mcp_client *cl,
                       GW_RPC_INVALID_REQUEST, "invalid JSON-RPC message");
         return;
     }
-    if ((ex = gw_mcp_exchange_new(cl, p->req, batch)) == NULL) {
+    if ((ex = gw_mcp_exchange_create(cl, p->req, batch)) == NULL) {
         cJSON *err = gw_rpc_error(NULL, GW_RPC_INTERNAL_ERROR, "out of memory");
         gw_mcp_respond(p->req, cl, 500, err);
         cJSON_Delete(err);

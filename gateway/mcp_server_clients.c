@@ -78,8 +78,9 @@ void gw_mcp_reject(struct gw_mcp_server *srv, struct gw_http_req *req,
 
 /* ---- exchanges: a POST and the replies of its messages ---- */
 
-struct gw_mcp_exchange *gw_mcp_exchange_new(struct gw_mcp_client *cl,
-                                            struct gw_http_req *req, bool batch)
+struct gw_mcp_exchange *gw_mcp_exchange_create(struct gw_mcp_client *cl,
+                                               struct gw_http_req *req,
+                                               bool batch)
 {
     struct gw_mcp_exchange *ex = calloc(1, sizeof(*ex));
 

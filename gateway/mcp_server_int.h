@@ -103,9 +103,9 @@ void gw_mcp_clients_tools_changed(struct gw_mcp_server *srv,
                                   const char *client_id);
 
 /* An exchange for a POST of cl (NULL on OOM). */
-struct gw_mcp_exchange *gw_mcp_exchange_new(struct gw_mcp_client *cl,
-                                            struct gw_http_req *req,
-                                            bool batch);
+struct gw_mcp_exchange *gw_mcp_exchange_create(struct gw_mcp_client *cl,
+                                               struct gw_http_req *req,
+                                               bool batch);
 /* Adds one response (moved; NULL = out of memory, becomes -32603). */
 void gw_mcp_exchange_put(struct gw_mcp_exchange *ex, cJSON *reply);
 /* Every message was read: answers now, or when the last call ends. */

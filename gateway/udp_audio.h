@@ -160,9 +160,9 @@ struct gw_udp_peer {
 
 /*
  * Binds the socket and starts reading. Uplink is read in batches: once the
- * socket is drained, reading pauses for 2 ms, so a packet may wait that
- * long (a wakeup per packet would cost more than the rest of its
- * handling). Returns 0, GW_EINVAL (bad options) or a libuv error
+ * socket is drained, reading pauses for 1 ms (RX_PAUSE_MS), so a packet
+ * may wait that long (a wakeup per packet would cost more than the rest
+ * of its handling). Returns 0, GW_EINVAL (bad options) or a libuv error
  * (UV_EADDRINUSE...).
  */
 GW_MUST_CHECK int gw_udp_audio_init(uv_loop_t *loop,

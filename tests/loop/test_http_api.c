@@ -121,7 +121,7 @@ static void on_stopped(struct gw_instance *inst, void *arg)
 static int teardown(void **state)
 {
     (void)state;
-    gw_instance_stop(T.inst, on_stopped, NULL);
+    gw_instance_close(T.inst, on_stopped, NULL);
     while (!T.stopped && !T.timed_out) {
         uv_run(&T.loop, UV_RUN_ONCE);
     }
@@ -540,7 +540,7 @@ static void test_stop_while_waiting(void **state)
     hc_send(&c, req);
     HC_RUN_UNTIL(&c,
                  gw_device_find(&T.inst->devices, DEVICE)->link.n_pending > 0);
-    gw_instance_stop(T.inst, on_stopped, NULL);
+    gw_instance_close(T.inst, on_stopped, NULL);
     HC_RUN_UNTIL(&c, T.stopped && c.eof);
     hc_close(&c);
     T.inst = NULL;
@@ -554,7 +554,7 @@ static void test_manager_routes_off(void **state)
     char h[256];
 
     (void)state;
-    gw_instance_stop(T.inst, on_stopped, NULL);
+    gw_instance_close(T.inst, on_stopped, NULL);
     while (!T.stopped) {
         assert_false(T.timed_out);
         uv_run(&T.loop, UV_RUN_ONCE);
