@@ -375,3 +375,18 @@ int gw_envelope_build_goodbye(const char *sid, char *out, size_t cap,
     }
     return 0;
 }
+
+char *gw_envelope_print_mcp(const char *sid, const cJSON *payload)
+{
+    cJSON *env = cJSON_CreateObject();
+    char *text = NULL;
+
+    if (env != NULL &&
+        cJSON_AddStringToObject(env, "session_id", sid) != NULL &&
+        cJSON_AddStringToObject(env, "type", "mcp") != NULL &&
+        cJSON_AddItemReferenceToObject(env, "payload", (cJSON *)payload)) {
+        text = cJSON_PrintUnformatted(env);
+    }
+    cJSON_Delete(env);
+    return text;
+}

@@ -113,6 +113,13 @@ GW_MUST_CHECK int gw_envelope_build_goodbye(const char *sid, char *out,
                                             size_t cap, size_t *out_len);
 
 /*
+ * {"session_id":sid,"type":"mcp","payload":payload} as text, the one
+ * shape MCP takes both toward devices and toward backends. Returns the
+ * text (cJSON_free() it) or NULL on OOM; payload is not moved.
+ */
+char *gw_envelope_print_mcp(const char *sid, const cJSON *payload);
+
+/*
  * Appends s[0..len) as a quoted JSON string at out[*pos], escaping quotes,
  * backslashes and control characters, and keeps out NUL-terminated.
  * Advances *pos on success. GW_EUTF8 if s is not UTF-8, GW_ENOSPC if it

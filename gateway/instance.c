@@ -292,9 +292,11 @@ static void close_parts(struct gw_instance *inst)
     if (inst->udp != NULL) {
         gw_instance_log_stats(inst); /* the last chance: parts close next */
     }
-    inst->parts_open = 3 + (inst->api != NULL) + (inst->mcp_server != NULL) +
-                       (inst->bws != NULL) + (inst->udp != NULL);
-    inst->parts_open++; /* held until every close has been started */
+    /* The drain timer and the device table always close; the other parts
+     * when they started; one more holds until every close is started. */
+    inst->parts_open = 2 + (inst->api != NULL) + (inst->mcp_server != NULL) +
+                       (inst->bws != NULL) + (inst->udp != NULL) +
+                       (inst->mqtt != NULL) + 1;
     uv_timer_stop(&inst->drain_timer);
     uv_close((uv_handle_t *)&inst->drain_timer, on_drain_closed);
     /* HTTP first: its waiting requests let go of their device calls,
@@ -317,8 +319,6 @@ static void close_parts(struct gw_instance *inst)
     if (inst->mqtt != NULL) {
         gw_mqtt_link_close(inst->mqtt, on_mqtt_closed, inst);
         inst->pub.link = NULL;
-    } else {
-        inst->parts_open--;
     }
     on_part_closed(inst); /* the hold taken above */
 }

@@ -377,8 +377,13 @@ static void on_oom_closed(uv_handle_t *handle)
 static void on_oom_timer(uv_timer_t *timer)
 {
     struct oom_reply *o = timer->data;
-    cJSON *err = gw_rpc_error_normalise(NULL);
+    cJSON *err = cJSON_CreateObject();
     struct gw_mcp_reply reply = {GW_MCP_CANCELLED, NULL, err};
+
+    if (err != NULL) {
+        cJSON_AddNumberToObject(err, "code", GW_RPC_INTERNAL_ERROR);
+        cJSON_AddStringToObject(err, "message", "out of memory");
+    }
 
     uv_close((uv_handle_t *)&o->timer, on_oom_closed);
     o->cb(o->arg, &reply);

@@ -40,25 +40,19 @@ void gw_publish_goodbye(struct gw_publisher *pub, const char *client_id,
 int gw_publish_mcp(struct gw_publisher *pub, const char *client_id,
                    const char *session_id, const cJSON *msg)
 {
-    cJSON *env = cJSON_CreateObject();
-    char *text = NULL;
-    int rc = GW_ENOMEM;
+    char *text = gw_envelope_print_mcp(session_id, msg);
+    size_t len;
+    int rc;
 
-    if (env == NULL ||
-        cJSON_AddStringToObject(env, "session_id", session_id) == NULL ||
-        cJSON_AddStringToObject(env, "type", "mcp") == NULL ||
-        !cJSON_AddItemReferenceToObject(env, "payload", (cJSON *)msg) ||
-        (text = cJSON_PrintUnformatted(env)) == NULL) {
-        goto out;
+    if (text == NULL) {
+        return GW_ENOMEM;
     }
-    size_t len = strlen(text);
+    len = strlen(text);
     /* What the firmware accepts in one message (docs/protocol.md
      * section 2). */
     rc = len > GW_ENVELOPE_DEVICE_MAX
              ? GW_ETOOBIG
              : gw_publish_json(pub, client_id, text, len);
-out:
     cJSON_free(text);
-    cJSON_Delete(env);
     return rc;
 }

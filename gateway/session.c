@@ -436,19 +436,14 @@ void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
 static void send_mcp_to_backend(void *arg, const cJSON *payload)
 {
     struct gw_session *s = arg;
-    cJSON *env = cJSON_CreateObject();
     char *text = NULL;
 
-    if (s->state != GW_SESSION_ACTIVE || s->ws == NULL || env == NULL ||
-        cJSON_AddStringToObject(env, "type", "mcp") == NULL ||
-        cJSON_AddStringToObject(env, "session_id", s->session_id) == NULL ||
-        !cJSON_AddItemReferenceToObject(env, "payload", (cJSON *)payload) ||
-        (text = cJSON_PrintUnformatted(env)) == NULL ||
+    if (s->state != GW_SESSION_ACTIVE || s->ws == NULL ||
+        (text = gw_envelope_print_mcp(s->session_id, payload)) == NULL ||
         gw_backend_conn_send_text(s->ws, text, strlen(text)) != 0) {
         gw_log(GW_LOG_WARN, s->subject, "mcp answer to the backend dropped");
     }
     cJSON_free(text);
-    cJSON_Delete(env);
 }
 
 /* ---- the table ---- */

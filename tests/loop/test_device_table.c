@@ -18,6 +18,7 @@
 #include "codec/presence.h"
 #include "config/config.h"
 #include "fixture.h"
+#include "fixture_parts.h"
 #include "gateway/config_hold.h"
 #include "gateway/device_table.h"
 #include "gateway/publish.h"
@@ -79,19 +80,7 @@ static void on_changed(void *arg, const struct gw_device *d)
  * with no broker link: whatever it sends is lost, as with a broker away. */
 static void start(const char *mcp_json)
 {
-    char text[512];
-    char err[512];
-    struct gw_config *cfg = NULL;
-    int n = snprintf(text, sizeof(text),
-                     "{\"backends\":[{\"name\":\"main\","
-                     "\"url\":\"ws://127.0.0.1:9/\"}],\"mcp\":%s}",
-                     mcp_json);
-
-    assert_true(n > 0 && (size_t)n < sizeof(text));
-    assert_int_equal(
-        gw_config_load_string(text, (size_t)n, "test", &cfg, err, sizeof(err)),
-        0);
-    assert_int_equal(gw_config_live_init(&T.config, cfg), 0);
+    gw_fixture_config_mcp(&T.config, mcp_json);
     T.pub = (struct gw_publisher){.link = NULL, .config = &T.config};
     gw_device_table_init(&T.t, &T.fx.loop, &T.config, &T.pub);
     gw_device_table_set_listener(&T.t, on_changed, &T);
@@ -150,24 +139,6 @@ static void turn(void)
     uv_run(&T.fx.loop, UV_RUN_NOWAIT);
 }
 
-/* An mcp envelope from client_id carrying payload, as the dispatcher
- * hands it over; returns whether the table consumed it. */
-static bool mcp_in(const char *client_id, const char *payload)
-{
-    char text[2048];
-    struct gw_envelope env;
-    bool consumed;
-    int n = snprintf(text, sizeof(text),
-                     "{\"type\":\"mcp\",\"session_id\":\"\",\"payload\":%s}",
-                     payload);
-
-    assert_true(n > 0 && (size_t)n < sizeof(text));
-    assert_int_equal(gw_envelope_parse(text, (size_t)n, sizeof(text), &env), 0);
-    consumed = gw_device_on_mcp(&T.t, client_id, &env);
-    gw_envelope_free(&env);
-    return consumed;
-}
-
 /* The device's answer to the link's latest request, whose id the link
  * keeps in next_id (with no broker here, nothing else shows it). */
 static bool answer_latest(struct gw_device *d, const char *member)
@@ -176,7 +147,7 @@ static bool answer_latest(struct gw_device *d, const char *member)
 
     snprintf(payload, sizeof(payload), "{\"jsonrpc\":\"2.0\",\"id\":%u,%s}",
              d->link.next_id, member);
-    return mcp_in(d->client_id, payload);
+    return gw_fixture_mcp_in(&T.t, d->client_id, payload);
 }
 
 /* ---- presence: arrivals, departures, take-over order ------------------ */
@@ -588,9 +559,10 @@ static void test_listener_told_of_tools(void **state)
 
     /* The device says its tools changed: read again. Not consumed: the
      * backend may want the notification too. */
-    assert_false(mcp_in(DEV,
-                        "{\"jsonrpc\":\"2.0\","
-                        "\"method\":\"notifications/tools/list_changed\"}"));
+    assert_false(
+        gw_fixture_mcp_in(&T.t, DEV,
+                          "{\"jsonrpc\":\"2.0\","
+                          "\"method\":\"notifications/tools/list_changed\"}"));
     assert_int_equal(T.t.links.stats.list_changed, 1);
     assert_int_equal(d->discovery.state, GW_MCP_INITIALIZING);
     assert_int_equal(d->tools.state, GW_TOOL_LIST_PENDING);
@@ -631,9 +603,10 @@ static void test_list_changed_during_failed_run(void **state)
     start("{\"discover\":true,\"call_timeout_ms\":600000}");
     assert_int_equal(presence(DEV, true, "10.1.2.3", 1), GW_PRESENCE_ARRIVED);
     d = gw_device_find(&T.t, DEV);
-    assert_false(mcp_in(DEV,
-                        "{\"jsonrpc\":\"2.0\","
-                        "\"method\":\"notifications/tools/list_changed\"}"));
+    assert_false(
+        gw_fixture_mcp_in(&T.t, DEV,
+                          "{\"jsonrpc\":\"2.0\","
+                          "\"method\":\"notifications/tools/list_changed\"}"));
     assert_int_equal(d->discovery.state, GW_MCP_INITIALIZING);
     assert_true(answer_latest(d, "\"error\":{\"message\":\"busy\"}"));
     assert_int_equal(d->discovery.state, GW_MCP_FAILED);
@@ -655,18 +628,21 @@ static void test_mcp_from_devices(void **state)
     (void)state;
     start("{\"discover\":false}");
     assert_int_equal(presence(DEV, true, "10.1.2.3", 1), GW_PRESENCE_ARRIVED);
-    assert_true(mcp_in(DEV, "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}"));
+    assert_true(gw_fixture_mcp_in(
+        &T.t, DEV, "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}"));
     assert_int_equal(T.t.links.stats.unsolicited, 1);
-    assert_true(mcp_in(DEV2, "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}"));
+    assert_true(gw_fixture_mcp_in(
+        &T.t, DEV2, "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}"));
     assert_int_equal(T.t.links.stats.unsolicited, 2);
-    assert_true(mcp_in(DEV, "{\"jsonrpc\":\"1.0\",\"id\":5}"));
+    assert_true(gw_fixture_mcp_in(&T.t, DEV, "{\"jsonrpc\":\"1.0\",\"id\":5}"));
     assert_int_equal(T.t.links.stats.refused, 1);
-    assert_true(mcp_in(DEV, "[1,2]"));
+    assert_true(gw_fixture_mcp_in(&T.t, DEV, "[1,2]"));
     assert_int_equal(T.t.links.stats.refused, 2);
     /* A device's own request is for its session to relay. */
+    assert_false(gw_fixture_mcp_in(
+        &T.t, DEV, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}"));
     assert_false(
-        mcp_in(DEV, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}"));
-    assert_false(mcp_in(DEV, "{\"jsonrpc\":\"2.0\",\"method\":\"y\"}"));
+        gw_fixture_mcp_in(&T.t, DEV, "{\"jsonrpc\":\"2.0\",\"method\":\"y\"}"));
     assert_int_equal(T.t.links.stats.unsolicited, 2);
     assert_int_equal(T.t.links.stats.list_changed, 0);
 }

@@ -13,10 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
@@ -26,9 +23,9 @@
 #include "gateway/http_api.h"
 #include "gateway/instance.h"
 #include "common/log.h"
+#include "fixture.h"
 #include "http_client.h"
 
-#define GUARD_MS    30000
 #define TOKEN       "tok-123"
 #define MANAGER_KEY "Manager-Key-9x"
 #define DEVICE      "GID_test@@@aa_bb_cc_dd_ee_01@@@0f8e1a2b-3c4d-4e5f-8a9b"
@@ -37,35 +34,12 @@
     "GID_test%40%40%40aa_bb_cc_dd_ee_01@@@0f8e1a2b-3c4d-4e5f-8a9b"
 
 static struct {
-    uv_loop_t loop;
-    uv_timer_t guard;
-    bool timed_out;
+    struct gw_fixture fx;
     struct gw_instance *inst;
     bool stopped;
     int port;
     char daily[GW_CREDENTIAL_DAILY_TOKEN_LEN + 1];
 } T;
-
-/* A port nothing listens on (released before it is used). */
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    assert_true(fd >= 0);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
-static void on_guard(uv_timer_t *timer)
-{
-    (void)timer;
-    T.timed_out = true;
-}
 
 static void start(const char *manager_key)
 {
@@ -74,7 +48,7 @@ static void start(const char *manager_key)
     struct gw_config *cfg = NULL;
     int n;
 
-    T.port = free_port();
+    T.port = gw_fixture_free_port(SOCK_STREAM);
     n = snprintf(
         text, sizeof(text),
         "{\"mqtt\":{\"host\":\"127.0.0.1\",\"port\":%d},"
@@ -85,11 +59,11 @@ static void start(const char *manager_key)
         "\",\"manager_key\":\"%s\","
         "\"allowed_origins\":[\"https://console.example\"]},"
         "\"mcp\":{\"discover\":false,\"call_timeout_ms\":200}}",
-        free_port(), T.port, manager_key);
+        gw_fixture_free_port(SOCK_STREAM), T.port, manager_key);
     assert_int_equal(
         gw_config_load_string(text, (size_t)n, "test", &cfg, err, sizeof(err)),
         0);
-    assert_int_equal(gw_instance_init(&T.loop, cfg, &T.inst), 0);
+    assert_int_equal(gw_instance_init(&T.fx.loop, cfg, &T.inst), 0);
     assert_non_null(T.inst->api);
     assert_int_equal(gw_http_api_port(T.inst->api), T.port);
     assert_int_equal(gw_credential_daily_token_make(
@@ -102,11 +76,7 @@ static int setup(void **state)
 {
     (void)state;
     memset(&T, 0, sizeof(T));
-    if (uv_loop_init(&T.loop) != 0) {
-        return -1;
-    }
-    uv_timer_init(&T.loop, &T.guard);
-    uv_timer_start(&T.guard, on_guard, GUARD_MS, 0);
+    gw_fixture_loop_init(&T.fx);
     start(MANAGER_KEY);
     return 0;
 }
@@ -122,13 +92,8 @@ static int teardown(void **state)
 {
     (void)state;
     gw_instance_close(T.inst, on_stopped, NULL);
-    while (!T.stopped && !T.timed_out) {
-        uv_run(&T.loop, UV_RUN_ONCE);
-    }
-    assert_true(T.stopped);
-    uv_close((uv_handle_t *)&T.guard, NULL);
-    uv_run(&T.loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&T.loop), 0);
+    GW_FIXTURE_RUN_UNTIL(&T.fx, T.stopped);
+    gw_fixture_loop_close(&T.fx); /* uv_loop_close() == 0 */
     return 0;
 }
 
@@ -143,7 +108,7 @@ static void ask(const char *method, const char *path, const char *headers,
              "%s %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %zu\r\n\r\n%s",
              method, path, headers != NULL ? headers : "",
              body != NULL ? strlen(body) : 0, body != NULL ? body : "");
-    hc_open(&c, &T.loop, &T.timed_out, "127.0.0.1", T.port);
+    hc_open(&c, &T.fx.loop, &T.fx.timed_out, "127.0.0.1", T.port);
     hc_get(&c, req, r);
     hc_close(&c);
 }
@@ -510,7 +475,7 @@ static void test_command_client_leaves(void **state)
              "POST /api/commands/" DEVICE " HTTP/1.1\r\nHost: x\r\n"
              "Authorization: Bearer %s\r\nContent-Length: %zu\r\n\r\n%s",
              T.daily, strlen(body), body);
-    hc_open(&c, &T.loop, &T.timed_out, "127.0.0.1", T.port);
+    hc_open(&c, &T.fx.loop, &T.fx.timed_out, "127.0.0.1", T.port);
     hc_send(&c, req);
     HC_RUN_UNTIL(&c,
                  gw_device_find(&T.inst->devices, DEVICE)->link.n_pending > 0);
@@ -536,7 +501,7 @@ static void test_stop_while_waiting(void **state)
              "POST /api/commands/" DEVICE " HTTP/1.1\r\nHost: x\r\n"
              "Authorization: Bearer %s\r\nContent-Length: %zu\r\n\r\n%s",
              T.daily, strlen(body), body);
-    hc_open(&c, &T.loop, &T.timed_out, "127.0.0.1", T.port);
+    hc_open(&c, &T.fx.loop, &T.fx.timed_out, "127.0.0.1", T.port);
     hc_send(&c, req);
     HC_RUN_UNTIL(&c,
                  gw_device_find(&T.inst->devices, DEVICE)->link.n_pending > 0);
@@ -555,10 +520,7 @@ static void test_manager_routes_off(void **state)
 
     (void)state;
     gw_instance_close(T.inst, on_stopped, NULL);
-    while (!T.stopped) {
-        assert_false(T.timed_out);
-        uv_run(&T.loop, UV_RUN_ONCE);
-    }
+    GW_FIXTURE_RUN_UNTIL(&T.fx, T.stopped);
     T.stopped = false;
     start("");
     snprintf(h, sizeof(h), DAILY_AUTH, T.daily);

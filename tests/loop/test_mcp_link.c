@@ -28,6 +28,7 @@
 #include "common/mqtt_link.h"
 #include "config/config.h"
 #include "fixture.h"
+#include "fixture_parts.h"
 #include "gateway/config_hold.h"
 #include "gateway/device_table.h"
 #include "gateway/mcp_link.h"
@@ -343,19 +344,7 @@ static unsigned count_cancelled(uint32_t id)
 
 static void start(const char *mcp_json, bool broker)
 {
-    char text[512];
-    char err[512];
-    struct gw_config *cfg = NULL;
-    int n = snprintf(text, sizeof(text),
-                     "{\"backends\":[{\"name\":\"main\","
-                     "\"url\":\"ws://127.0.0.1:9/\"}],\"mcp\":%s}",
-                     mcp_json);
-
-    assert_true(n > 0 && (size_t)n < sizeof(text));
-    assert_int_equal(
-        gw_config_load_string(text, (size_t)n, "test", &cfg, err, sizeof(err)),
-        0);
-    assert_int_equal(gw_config_live_init(&T.config, cfg), 0);
+    gw_fixture_config_mcp(&T.config, mcp_json);
     T.config_open = true;
     /* Without a broker link, nothing reaches a device: requests wait for
      * their timers, as with a broker that is away. */
@@ -508,30 +497,13 @@ static void assert_failed(const struct reply *r, enum gw_mcp_outcome outcome,
     assert_string_equal(r->message, message);
 }
 
-/* The device's answer, as the dispatcher hands an mcp envelope over. */
-static bool mcp_in(const char *client_id, const char *payload)
-{
-    char text[1024];
-    struct gw_envelope env;
-    bool consumed;
-    int n = snprintf(text, sizeof(text),
-                     "{\"type\":\"mcp\",\"session_id\":\"\",\"payload\":%s}",
-                     payload);
-
-    assert_true(n > 0 && (size_t)n < sizeof(text));
-    assert_int_equal(gw_envelope_parse(text, (size_t)n, sizeof(text), &env), 0);
-    consumed = gw_device_on_mcp(&T.t, client_id, &env);
-    gw_envelope_free(&env);
-    return consumed;
-}
-
 static bool answer(const char *client_id, uint32_t id, const char *member)
 {
     char payload[768];
 
     snprintf(payload, sizeof(payload), "{\"jsonrpc\":\"2.0\",\"id\":%u,%s}", id,
              member);
-    return mcp_in(client_id, payload);
+    return gw_fixture_mcp_in(&T.t, client_id, payload);
 }
 
 #define RESULT_EMPTY "\"result\":{}"
@@ -599,8 +571,8 @@ static void test_ids_envelope_and_matching(void **state)
      * an answer from a device that is not online. */
     assert_true(answer(DEV, id1, RESULT_EMPTY));
     assert_true(answer(DEV, id2 + 1, RESULT_EMPTY));
-    assert_true(
-        mcp_in(DEV, "{\"jsonrpc\":\"2.0\",\"id\":\"7\",\"result\":{}}"));
+    assert_true(gw_fixture_mcp_in(
+        &T.t, DEV, "{\"jsonrpc\":\"2.0\",\"id\":\"7\",\"result\":{}}"));
     assert_true(answer(DEV2, id1, RESULT_EMPTY));
     assert_int_equal(T.t.links.stats.unsolicited, 4);
     assert_int_equal(r1->calls, 1);

@@ -19,6 +19,7 @@
 #include "crypto/session_keys.h"
 #include "gateway/udp_audio.h"
 #include "fixture.h"
+#include "fixture_parts.h"
 
 #define NPKT      120 /* Opus packets encoded once for every test */
 #define MAXRX     160 /* datagrams a fake device keeps */
@@ -296,12 +297,7 @@ static struct fixture *fixture_new(size_t queue_bytes)
                      0);
     device_open(f, &f->dev[0]);
     device_open(f, &f->dev[1]);
-    assert_int_equal(gw_session_keys_random_key(f->key), 0);
-    assert_int_equal(
-        gw_session_keys_unique_ssrc(&f->ssrc, gw_udp_audio_ssrc_in_use, f->ua),
-        0);
-    assert_int_equal(
-        gw_udp_peer_start(f->ua, &f->peer, f->ssrc, f->key, FRAME_MS, f), 0);
+    gw_fixture_peer_start(f->ua, &f->peer, f->key, &f->ssrc, FRAME_MS, f);
     device_hello(&f->dev[0], f->ssrc, f->key);
     device_hello(&f->dev[1], f->ssrc, f->key);
     return f;

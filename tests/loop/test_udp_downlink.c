@@ -21,6 +21,7 @@
 #include "gateway/udp_audio.h"
 
 #include "fixture.h"
+#include "fixture_parts.h"
 
 #define NPKT      120  /* Opus packets of each kind, encoded once */
 #define MAXRX     128  /* downlink datagrams the device keeps */
@@ -187,12 +188,7 @@ static struct fixture *fixture_new(size_t queue_bytes, unsigned prebuffer_ms)
     assert_int_equal(gw_udp_audio_init(&f->fx.loop, &opts, &f->ua), 0);
     assert_int_equal(uv_ip4_addr("127.0.0.1", gw_udp_audio_port(f->ua), &f->gw),
                      0);
-    assert_int_equal(gw_session_keys_random_key(f->key), 0);
-    assert_int_equal(
-        gw_session_keys_unique_ssrc(&f->ssrc, gw_udp_audio_ssrc_in_use, f->ua),
-        0);
-    assert_int_equal(
-        gw_udp_peer_start(f->ua, &f->peer, f->ssrc, f->key, FRAME_MS, f), 0);
+    gw_fixture_peer_start(f->ua, &f->peer, f->key, &f->ssrc, FRAME_MS, f);
     assert_int_equal(gw_aes_ctr_create(&f->aes), 0);
     assert_int_equal(gw_aes_ctr_set_key(f->aes, f->key), 0);
     gw_session_keys_nonce(f->ssrc, f->nonce);

@@ -486,6 +486,31 @@ static void test_goodbye_capacity(void **state)
     assert_int_equal(gw_envelope_build_goodbye("x", NULL, 0, NULL), GW_ENOSPC);
 }
 
+/* The mcp envelope: the shape devices and backends get, payload intact
+ * and not moved, and a session id written as JSON. */
+static void test_print_mcp(void **state)
+{
+    cJSON *payload =
+        cJSON_Parse("{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}");
+    char *text;
+
+    (void)state;
+    assert_non_null(payload);
+    text = gw_envelope_print_mcp("s\"1", payload);
+    assert_non_null(text);
+    assert_string_equal(text, "{\"session_id\":\"s\\\"1\",\"type\":\"mcp\","
+                              "\"payload\":{\"jsonrpc\":\"2.0\",\"id\":7,"
+                              "\"result\":{}}}");
+    cJSON_free(text);
+    text = gw_envelope_print_mcp("", payload);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "{\"session_id\":\"\",\"type\":\"mcp\""));
+    cJSON_free(text);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(payload, "id")->valueint,
+                     7);
+    cJSON_Delete(payload);
+}
+
 static void test_write_string(void **state)
 {
     char out[16] = "ab";
@@ -520,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_goodbye_table),
         cmocka_unit_test(test_goodbye_capacity),
         cmocka_unit_test(test_write_string),
+        cmocka_unit_test(test_print_mcp),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
