@@ -38,6 +38,11 @@ void gw_udp_header_pack(const struct gw_udp_header *h,
     store32(out + 12, h->sequence);
 }
 
+uint8_t gw_udp_header_downlink_flags(uint32_t seq)
+{
+    return (uint8_t)(GW_UDP_FLAGS_DOWNLINK | (seq & 0x7f));
+}
+
 int gw_udp_header_parse(const uint8_t *buf, size_t len, struct gw_udp_header *h)
 {
     uint16_t payload_len;

@@ -22,12 +22,37 @@
  */
 struct gw_udp_header {
     uint8_t type;         /* GW_UDP_TYPE_AUDIO; anything else is dropped */
-    uint8_t flags;        /* 0 when sent, ignored when received */
+    uint8_t flags;        /* downlink: gw_udp_header_downlink_flags(); the
+                             device copies the nonce's 0 into its uplink;
+                             ignored when received, by either side */
     uint16_t payload_len; /* bytes after the header (encrypted Opus) */
     uint32_t ssrc;        /* connection id handed out in the hello nonce */
     uint32_t timestamp;   /* ms, passed through untouched (server AEC) */
     uint32_t sequence;    /* per direction and hello, first packet is 1 */
 };
+
+/*
+ * The downlink's counter blocks (docs/protocol.md section 4.1). The IV of a
+ * datagram is its header and the counter runs through the payload's 16-byte
+ * blocks, at most GW_UDP_MAX_BLOCKS of them, so a packet with sequence q
+ * uses the blocks whose low 32 bits are q .. q + 92, the other 96 bits
+ * being its header's. Two rules keep every block the gateway encrypts with
+ * apart from every other one and from the device's uplink ones:
+ *   - flags = 0x80 | (q & 0x7f). The uplink's flags are the nonce's 0, so
+ *     bit 7 tells the directions apart; and two downlink packets less than
+ *     128 sequences apart differ in the low 7 bits, while packets 128 or
+ *     more apart have disjoint ranges of low words. Neither timestamp nor
+ *     length matters, so a backend's timestamps may repeat.
+ *   - q stays at most GW_UDP_DOWNLINK_SEQ_MAX, so q + 92 never carries
+ *     into the timestamp.
+ * The firmware reads neither flags nor ssrc of what it receives.
+ */
+#define GW_UDP_FLAGS_DOWNLINK   0x80
+#define GW_UDP_MAX_BLOCKS       ((GW_UDP_MAX_PAYLOAD + 15) / 16) /* 93 */
+#define GW_UDP_DOWNLINK_SEQ_MAX (UINT32_MAX - (GW_UDP_MAX_BLOCKS - 1))
+
+/* The flags byte of the downlink packet with sequence seq (see above). */
+uint8_t gw_udp_header_downlink_flags(uint32_t seq);
 
 /* Writes h to out in wire order. Does not validate h. */
 void gw_udp_header_pack(const struct gw_udp_header *h,

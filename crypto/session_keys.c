@@ -69,6 +69,9 @@ void gw_session_keys_nonce(uint32_t ssrc,
 {
     memset(nonce, 0, GW_SESSION_KEYS_NONCE_LEN);
     nonce[0] = 0x01; /* packet type: audio */
+    /* Byte 1, the flags, stays 0: the device copies it into every uplink
+     * header, and the downlink's flags have bit 7 set, which keeps the two
+     * directions' counter blocks apart (codec/udp_header.h). */
     nonce[4] = (uint8_t)(ssrc >> 24);
     nonce[5] = (uint8_t)(ssrc >> 16);
     nonce[6] = (uint8_t)(ssrc >> 8);

@@ -87,10 +87,7 @@ int gw_udp_peer_start(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
     peer->ua = ua;
     peer->owner = owner;
     peer->ssrc = ssrc;
-    if (frame_duration_ms > 0 && frame_duration_ms <= 120) {
-        peer->frame_samples_48k = (uint32_t)frame_duration_ms * SAMPLES_PER_MS;
-    }
-    peer->last_rx_ms = uv_now(ua->loop);
+    gw_udp_uplink_reset(peer, frame_duration_ms, uv_now(ua->loop));
     err = gw_ssrc_table_add(&ua->peers, ssrc, peer);
     if (err < 0) { /* GW_EINVAL for ssrc 0, or the table could not grow */
         release_peer(peer);

@@ -23,6 +23,19 @@
 #define GW_UDP_HOLD_MS 1000
 /* In-order, in-stream packets from a new address before it is trusted. */
 #define GW_UDP_MOVE_PACKETS 4
+/*
+ * How far, in ms of the hello's frames, an uplink sequence may run ahead of
+ * where the device's real-time stream can be (the forward window, see
+ * udp_uplink.c): the firmware's wake-word pre-roll, about 2 s sent at
+ * once, plus network delay variation. 66 sequences at 60 ms frames.
+ */
+#define GW_UDP_AHEAD_MS 4000
+/*
+ * A packet at most this far above the last accepted one always passes the
+ * window: a run of a few lost packets, or a sender faster than real time
+ * (the simulated device's --fast test mode), is never cut off.
+ */
+#define GW_UDP_AHEAD_STEP 8
 
 struct gw_udp_audio;
 struct gw_udp_peer;
@@ -45,6 +58,7 @@ typedef void (*gw_udp_close_cb)(struct gw_udp_audio *ua, void *arg);
     XX(TOOBIG, "toobig")         /* payload over 1484 bytes */                 \
     XX(UNKNOWN, "unknown_ssrc")  /* no session has this ssrc */                \
     XX(REPLAY, "replay")         /* sequence <= last accepted */               \
+    XX(AHEAD, "ahead")           /* sequence beyond the forward window */      \
     XX(OPUS, "opus")             /* decrypted payload is not sane Opus */      \
     XX(ADDRESS, "address")       /* from a new address not (yet) trusted */    \
     XX(NO_ADDRESS, "no_address") /* downlink before the device's first         \
@@ -54,7 +68,8 @@ typedef void (*gw_udp_close_cb)(struct gw_udp_audio *ua, void *arg);
     XX(EMPTY, "empty")           /* uplink with an empty payload: nothing to   \
                                     forward, and not proof of anything */      \
     XX(TX_INVALID, "tx_invalid") /* downlink that is not one Opus packet of    \
-                                    at most 1484 bytes */
+                                    at most 1484 bytes */                      \
+    XX(SEQ_END, "seq_end")       /* downlink past GW_UDP_DOWNLINK_SEQ_MAX */
 
 enum gw_udp_drop {
 #define XX(reason, _) GW_UDP_DROP_##reason,
@@ -148,6 +163,10 @@ struct gw_udp_peer {
     uint64_t candidate_since_ms; /* loop time of the first of them */
     uint64_t toc_seen;           /* bit (TOC >> 2) of each accepted TOC */
     uint64_t last_rx_ms;         /* loop time of the last accepted */
+    /* The forward window's line (udp_uplink.c): by loop time line_ms + t
+     * the device's stream is at most at line_seq plus t in frames. */
+    uint32_t line_seq;
+    uint64_t line_ms;
     /* Downlink pacing: the queue and the device's play clock. */
     struct gw_udp_queue queue;
     uint64_t play_start_ms;        /* loop time the device clock began */
@@ -214,8 +233,9 @@ bool gw_udp_audio_ssrc_in_use(uint32_t ssrc, void *ua);
  * Before the device's first uplink packet up to GW_UDP_HOLD_MS of audio is
  * held for it. Returns 0 (also when a send fails: counted, audio is not
  * retried), GW_EINVAL (not started), GW_ETOOBIG / GW_EOPUS (not one Opus
- * packet that fits a datagram), GW_ELIMIT (queue full or hold exceeded);
- * every refusal is counted.
+ * packet that fits a datagram), GW_ELIMIT (queue full, hold exceeded, or
+ * the hello's downlink sequences spent: GW_UDP_DOWNLINK_SEQ_MAX); every
+ * refusal is counted.
  */
 GW_MUST_CHECK int gw_udp_peer_send(struct gw_udp_peer *peer, uint32_t timestamp,
                                    const uint8_t *opus, size_t len);

@@ -70,6 +70,36 @@ struct gw_udp_audio {
     _Alignas(16) uint8_t rx[RX_BATCH][RX_SLOT]; /* ... and its datagrams */
 };
 
+/* What one uplink datagram comes to (gw_udp_uplink_judge). */
+struct gw_udp_verdict {
+    enum gw_udp_drop reason;  /* why it is dropped, when it is */
+    struct gw_udp_peer *peer; /* the session its ssrc names, or NULL */
+    struct gw_udp_header h;   /* valid once peer is set */
+    const uint8_t *opus;      /* the decrypted payload, when accepted */
+    bool learned;             /* accepted, and the first address learned */
+    bool moved;               /* accepted, and the address moved from was */
+    union gw_udp_addr was;
+};
+
+/*
+ * The uplink's decision on one datagram of len bytes from from, at loop
+ * time now (udp_uplink.c): header, session by ssrc, replay and forward
+ * window, decryption in place, Opus, and the address rules. It updates the
+ * session's uplink state (sequence, window, address, trial) and nothing
+ * else: counting, logging, waking the downlink and handing the audio on
+ * are the caller's. Returns true to accept; else v->reason says why.
+ */
+bool gw_udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
+                         size_t len, const struct sockaddr *from, uint64_t now,
+                         struct gw_udp_verdict *v);
+
+/*
+ * Resets a peer's uplink state for a new hello at loop time now:
+ * sequences, window, frame duration (0 if unknown), idle clock.
+ */
+void gw_udp_uplink_reset(struct gw_udp_peer *peer, int frame_duration_ms,
+                         uint64_t now);
+
 /* Counts a drop and logs it, rate-limited, at debug level (udp_uplink.c). */
 void gw_udp_note_drop(struct gw_udp_audio *ua, enum gw_udp_drop reason,
                       const struct sockaddr *from);

@@ -181,17 +181,23 @@ static void on_pace(uv_timer_t *timer)
 
 /* ---- downlink ---- */
 
-/* Header with the next sequence, then the payload encrypted under it. */
+/*
+ * Header with the next sequence, then the payload encrypted under it. The
+ * flags byte keeps every counter block of the session's downlink unique
+ * and apart from the uplink's (codec/udp_header.h), whatever the
+ * timestamps; gw_udp_peer_send() stops at GW_UDP_DOWNLINK_SEQ_MAX.
+ */
 static int build_datagram(struct gw_udp_peer *peer, uint8_t *out,
                           uint32_t timestamp, const uint8_t *opus, size_t len)
 {
+    uint32_t seq = ++peer->tx_seq;
     struct gw_udp_header h = {
         .type = GW_UDP_TYPE_AUDIO,
-        .flags = 0,
+        .flags = gw_udp_header_downlink_flags(seq),
         .payload_len = (uint16_t)len,
         .ssrc = peer->ssrc,
         .timestamp = timestamp,
-        .sequence = ++peer->tx_seq,
+        .sequence = seq,
     };
 
     gw_udp_header_pack(&h, out);
@@ -235,6 +241,12 @@ int gw_udp_peer_send(struct gw_udp_peer *peer, uint32_t timestamp,
         return GW_EINVAL;
     }
     ua = peer->ua;
+    /* Sequences are spent (124 days of audio in 2.5 ms frames, 8 years
+     * in 60 ms ones): another would share counter blocks with the first. */
+    if (peer->tx_seq >= GW_UDP_DOWNLINK_SEQ_MAX) {
+        gw_udp_note_drop(ua, GW_UDP_DROP_SEQ_END, NULL);
+        return GW_ELIMIT;
+    }
     /* The duration paces it; a packet without one cannot be paced. */
     if (len > GW_UDP_MAX_PAYLOAD ||
         gw_opus_packet_inspect(opus, len, &info) < 0) {

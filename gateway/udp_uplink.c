@@ -1,7 +1,9 @@
 /*
  * The uplink of the UDP audio socket: recvmmsg batches, the checks of each
  * datagram in the order that costs a flood least, in-place AES-CTR, and
- * the replay and address rules of docs/protocol.md section 4.
+ * the replay, forward window and address rules of docs/protocol.md
+ * section 4. gw_udp_uplink_judge() decides each datagram without the
+ * socket, so the fuzzer drives the same code.
  */
 
 #include <errno.h>
@@ -117,6 +119,17 @@ void gw_udp_note_drop(struct gw_udp_audio *ua, enum gw_udp_drop reason,
 
 /* ---- uplink ---- */
 
+/*
+ * The line moves 1/CLOCK_SLACK faster than the hello's frames, about
+ * 0.2 %: a device whose audio clock runs a little fast against ours (a
+ * crystal is off by 10 to 100 ppm) must not drift out of the window during
+ * hours of unbroken streaming.
+ */
+#define CLOCK_SLACK 512
+/* Loop time the line looks at, at most: about 35 years, far beyond any
+ * session, and small enough that no product below overflows. */
+#define LINE_MAX_MS (UINT64_C(1) << 40)
+
 static enum gw_udp_drop parse_drop(int err)
 {
     return err == GW_ETRUNC    ? GW_UDP_DROP_SHORT
@@ -129,6 +142,72 @@ static uint64_t toc_bit(uint8_t toc)
 {
     /* Config, bandwidth and stereo bits; the frame-count code may vary. */
     return UINT64_C(1) << (toc >> 2);
+}
+
+void gw_udp_uplink_reset(struct gw_udp_peer *peer, int frame_duration_ms,
+                         uint64_t now)
+{
+    peer->frame_samples_48k = frame_duration_ms > 0 && frame_duration_ms <= 120
+                                  ? (uint32_t)frame_duration_ms * SAMPLES_PER_MS
+                                  : 0;
+    peer->last_seq = 0;
+    peer->line_seq = 0;
+    peer->line_ms = now;
+    peer->last_rx_ms = now;
+    peer->has_addr = false;
+    peer->has_candidate = false;
+    peer->candidate_hits = 0;
+    peer->toc_seen = 0;
+}
+
+/* The stream's frame at 48 kHz; without a hello's, the shortest Opus has,
+ * which only widens the window. */
+static uint64_t frame_samples(const struct gw_udp_peer *peer)
+{
+    return peer->frame_samples_48k != 0 ? peer->frame_samples_48k
+                                        : GW_OPUS_MIN_SAMPLES_48K;
+}
+
+/* Where the device's stream can be at most by now, window aside. */
+static uint64_t line_at(const struct gw_udp_peer *peer, uint64_t now)
+{
+    uint64_t t = now > peer->line_ms ? now - peer->line_ms : 0;
+
+    t = t < LINE_MAX_MS ? t : LINE_MAX_MS;
+    t += t / CLOCK_SLACK;
+    return peer->line_seq + t * SAMPLES_PER_MS / frame_samples(peer);
+}
+
+/*
+ * The forward window. The device numbers its packets one per frame as it
+ * records them, so by any time its sequence can be at most where a packet
+ * it sent in time puts it plus one per frame since: the line. Only its
+ * pre-roll (about 2 s of wake-word audio sent at once when the channel
+ * opens) and network jitter put a packet ahead of that, which
+ * GW_UDP_AHEAD_MS covers; a gap from lost packets or an outage stays
+ * within it, since the line moved on meanwhile. A packet further ahead
+ * is dropped and moves nothing: without it, a single forged or stray
+ * packet with sequence 0xfffffff0 made everything after it a replay.
+ *
+ * The line starts at (0, start) and moves only with time, or down to an
+ * accepted packet that is not ahead of it, which is where the device
+ * stands after a silence. Packets ahead of the line, within the window,
+ * are accepted but leave it, so accepted packets cannot push the window
+ * up one after another. Besides, a packet at most GW_UDP_AHEAD_STEP above
+ * the last accepted one always passes, so that a sender faster than real
+ * time (a test device) is not cut off. A forger who can send from the
+ * device's address thus stalls its stream for at most GW_UDP_AHEAD_MS plus
+ * the silence since the device was last on the line, plus
+ * GW_UDP_AHEAD_STEP sequences for each further packet it gets accepted.
+ */
+static bool in_window(const struct gw_udp_peer *peer, uint32_t seq,
+                      uint64_t now)
+{
+    uint64_t window =
+        (uint64_t)GW_UDP_AHEAD_MS * SAMPLES_PER_MS / frame_samples(peer);
+
+    return seq <= (uint64_t)peer->last_seq + GW_UDP_AHEAD_STEP ||
+           seq <= line_at(peer, now) + window;
 }
 
 /*
@@ -162,37 +241,43 @@ static void break_candidate(struct gw_udp_peer *peer,
     }
 }
 
-static void drop_for_peer(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
-                          enum gw_udp_drop reason, const struct sockaddr *from)
+static bool refuse(struct gw_udp_verdict *v, enum gw_udp_drop reason)
 {
-    break_candidate(peer, from);
-    gw_udp_note_drop(ua, reason, from);
+    v->reason = reason;
+    return false;
+}
+
+/* A drop of a packet that named a session. */
+static bool refuse_for_peer(struct gw_udp_verdict *v, enum gw_udp_drop reason,
+                            const struct sockaddr *from)
+{
+    break_candidate(v->peer, from);
+    return refuse(v, reason);
 }
 
 /*
- * The address move rule (docs/protocol.md section 4). AES-CTR has no integrity,
- * so anyone who has seen an ssrc can send packets that decrypt to
- * something; moving the downlink on one of them would hand the device's
+ * The address move rule (docs/protocol.md section 4). AES-CTR has no
+ * integrity, so anyone who has seen an ssrc can send packets that decrypt
+ * to something; moving the downlink on one of them would hand the device's
  * audio to the sender (the Node gateway's hijack). A packet from a new
  * address therefore only counts if it is in order (above the session's
- * last sequence and the candidate's previous one) and decrypts to Opus of
- * the stream's frame duration and an already used TOC: noise passes that
- * with a probability of about 1/64. GW_UDP_MOVE_PACKETS must pass in a
- * row, spread over at least half their real-time span, so a flood of
- * guesses gains nothing (a burst is over long before the span is) and a
- * paced one needs about 64^4 tries at a few per second. The device's own
- * packets from the current address reset the trial, and none of the trial
- * packets is forwarded or moves last_seq until the move, so a forger can
- * neither replay into nor stall the real stream. A genuine move (NAT
- * rebinding, roaming) costs GW_UDP_MOVE_PACKETS - 1 frames of audio.
+ * last sequence and the candidate's previous one, and within the window)
+ * and decrypts to Opus of the stream's frame duration and an already used
+ * TOC: noise passes that with a probability of about 1/64.
+ * GW_UDP_MOVE_PACKETS must pass in a row, spread over at least half their
+ * real-time span, so a flood of guesses gains nothing (a burst is over
+ * long before the span is) and a paced one needs about 64^4 tries at a
+ * few per second. The device's own packets from the current address reset
+ * the trial, and none of the trial packets is forwarded or moves last_seq
+ * until the move, so a forger can neither replay into nor stall the real
+ * stream. A genuine move (NAT rebinding, roaming) costs
+ * GW_UDP_MOVE_PACKETS - 1 frames of audio.
  */
-static bool try_move(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
-                     const struct gw_udp_header *h,
+static bool try_move(struct gw_udp_peer *peer, const struct gw_udp_header *h,
                      const struct gw_opus_info *info, uint8_t toc,
                      const struct sockaddr *from, uint64_t now)
 {
     uint64_t frame_ms, min_span_ms;
-    char was[80], is[80];
 
     if (!fits_stream(peer, info, toc)) {
         break_candidate(peer, from);
@@ -211,116 +296,129 @@ static bool try_move(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
                    ? peer->frame_samples_48k / SAMPLES_PER_MS
                    : 60;
     min_span_ms = (GW_UDP_MOVE_PACKETS - 1) * frame_ms / 2;
-    if (peer->candidate_hits < GW_UDP_MOVE_PACKETS ||
-        now - peer->candidate_since_ms < min_span_ms) {
-        return false;
-    }
-    format_addr(&peer->addr.sa, was, sizeof(was));
-    format_addr(from, is, sizeof(is));
-    gw_log(GW_LOG_INFO, peer_subject(peer), "device address moved %s -> %s",
-           was, is);
-    copy_addr(&peer->addr, from);
-    ua->stats.address_moves++;
-    return true;
+    return peer->candidate_hits >= GW_UDP_MOVE_PACKETS &&
+           now - peer->candidate_since_ms >= min_span_ms;
 }
 
-static void learn_address(struct gw_udp_peer *peer, const struct sockaddr *from)
+static bool accept_packet(struct gw_udp_verdict *v, uint8_t *opus, uint64_t now)
 {
-    char name[80];
+    struct gw_udp_peer *peer = v->peer;
 
-    copy_addr(&peer->addr, from);
-    peer->has_addr = true;
-    if (peer->queue.count > 0) {
-        gw_udp_pace_add(peer); /* downlink held for this moment */
+    /* Not ahead of the line: the device stands here (see in_window). */
+    if (v->h.sequence <= line_at(peer, now)) {
+        peer->line_seq = v->h.sequence;
+        peer->line_ms = now;
     }
-    if (gw_log_get_level() >= GW_LOG_DEBUG) {
-        format_addr(from, name, sizeof(name));
-        gw_log(GW_LOG_DEBUG, peer_subject(peer), "device address %s", name);
-    }
-}
-
-/* on_audio may stop the peer or close ua: nothing may follow it. */
-static void accept_packet(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
-                          const struct gw_udp_header *h, const uint8_t *opus,
-                          uint64_t now)
-{
-    peer->last_seq = h->sequence;
+    peer->last_seq = v->h.sequence;
     peer->last_rx_ms = now;
     peer->toc_seen |= toc_bit(opus[0]);
     forget_candidate(peer);
-    ua->stats.rx_audio++;
-    if (ua->on_audio != NULL) {
-        ua->on_audio(peer, h->timestamp, opus, h->payload_len, peer->owner);
-    }
+    v->opus = opus;
+    return true;
 }
 
 /*
- * One datagram, in the order that costs least to a flood: header, ssrc,
- * sequence, then decryption (in place, IV = the header as received) and
- * the Opus check, and last the address rule.
+ * In the order that costs a flood least: header, ssrc, sequence, then
+ * decryption (in place, IV = the header as received) and the Opus check,
+ * and last the address rule.
  */
-static void handle_datagram(struct gw_udp_audio *ua, uint8_t *buf, size_t len,
-                            const struct sockaddr *from, bool truncated)
+bool gw_udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
+                         size_t len, const struct sockaddr *from, uint64_t now,
+                         struct gw_udp_verdict *v)
 {
-    struct gw_udp_header h;
     struct gw_udp_peer *peer;
     struct gw_opus_info info;
     uint8_t *opus = buf + GW_UDP_HEADER_LEN;
-    uint64_t now;
     int err;
 
-    ua->stats.rx_packets++;
-    if (truncated) {
-        gw_udp_note_drop(ua, GW_UDP_DROP_TOOBIG, from);
-        return;
-    }
-    err = gw_udp_header_parse(buf, len, &h);
+    memset(v, 0, sizeof(*v));
+    err = gw_udp_header_parse(buf, len, &v->h);
     if (err < 0) {
-        gw_udp_note_drop(ua, parse_drop(err), from);
-        return;
+        return refuse(v, parse_drop(err));
     }
-    peer = gw_ssrc_table_find(&ua->peers, h.ssrc);
+    peer = gw_ssrc_table_find(peers, v->h.ssrc);
     if (peer == NULL) {
-        gw_udp_note_drop(ua, GW_UDP_DROP_UNKNOWN, from);
-        return;
+        return refuse(v, GW_UDP_DROP_UNKNOWN);
     }
-    if (gw_udp_header_check_sequence(peer->last_seq, h.sequence) < 0) {
-        drop_for_peer(ua, peer, GW_UDP_DROP_REPLAY, from);
-        return;
+    v->peer = peer;
+    if (gw_udp_header_check_sequence(peer->last_seq, v->h.sequence) < 0) {
+        return refuse_for_peer(v, GW_UDP_DROP_REPLAY, from);
+    }
+    if (!in_window(peer, v->h.sequence, now)) {
+        return refuse_for_peer(v, GW_UDP_DROP_AHEAD, from);
     }
     /* libopus never emits an empty packet; an empty payload carries no
      * audio and proves nothing, so it must not move last_seq either. */
-    if (h.payload_len == 0) {
-        drop_for_peer(ua, peer, GW_UDP_DROP_EMPTY, from);
-        return;
+    if (v->h.payload_len == 0) {
+        return refuse_for_peer(v, GW_UDP_DROP_EMPTY, from);
     }
-    if (gw_aes_ctr_apply(peer->up, buf, opus, opus, h.payload_len) < 0 ||
-        gw_opus_packet_inspect(opus, h.payload_len, &info) < 0) {
-        drop_for_peer(ua, peer, GW_UDP_DROP_OPUS, from);
-        return;
+    if (gw_aes_ctr_apply(peer->up, buf, opus, opus, v->h.payload_len) < 0 ||
+        gw_opus_packet_inspect(opus, v->h.payload_len, &info) < 0) {
+        return refuse_for_peer(v, GW_UDP_DROP_OPUS, from);
     }
-    now = uv_now(ua->loop);
     if (peer->has_addr && same_addr(&peer->addr, from)) {
-        accept_packet(ua, peer, &h, opus, now);
-        return;
+        return accept_packet(v, opus, now);
     }
     if (!peer->has_addr) {
         /* Learning is bound by the same stream test (the TOC is not known
          * yet): a forger racing the first packet must still guess the
          * frame duration. */
         if (!fits_stream(peer, &info, opus[0])) {
-            gw_udp_note_drop(ua, GW_UDP_DROP_ADDRESS, from);
-            return;
+            return refuse(v, GW_UDP_DROP_ADDRESS);
         }
-        learn_address(peer, from);
-        accept_packet(ua, peer, &h, opus, now);
+        copy_addr(&peer->addr, from);
+        peer->has_addr = true;
+        v->learned = true;
+        return accept_packet(v, opus, now);
+    }
+    if (!try_move(peer, &v->h, &info, opus[0], from, now)) {
+        return refuse(v, GW_UDP_DROP_ADDRESS);
+    }
+    v->was = peer->addr;
+    copy_addr(&peer->addr, from);
+    v->moved = true;
+    return accept_packet(v, opus, now);
+}
+
+/* on_audio may stop the peer or close ua: nothing may follow it. */
+static void handle_datagram(struct gw_udp_audio *ua, uint8_t *buf, size_t len,
+                            const struct sockaddr *from, bool truncated)
+{
+    struct gw_udp_verdict v;
+    struct gw_udp_peer *peer;
+    char was[80], is[80];
+
+    ua->stats.rx_packets++;
+    if (truncated) {
+        gw_udp_note_drop(ua, GW_UDP_DROP_TOOBIG, from);
         return;
     }
-    if (!try_move(ua, peer, &h, &info, opus[0], from, now)) {
-        gw_udp_note_drop(ua, GW_UDP_DROP_ADDRESS, from);
+    if (!gw_udp_uplink_judge(&ua->peers, buf, len, from, uv_now(ua->loop),
+                             &v)) {
+        gw_udp_note_drop(ua, v.reason, from);
         return;
     }
-    accept_packet(ua, peer, &h, opus, now);
+    peer = v.peer;
+    if (v.learned) {
+        if (peer->queue.count > 0) {
+            gw_udp_pace_add(peer); /* downlink held for this moment */
+        }
+        if (gw_log_get_level() >= GW_LOG_DEBUG) {
+            format_addr(from, is, sizeof(is));
+            gw_log(GW_LOG_DEBUG, peer_subject(peer), "device address %s", is);
+        }
+    }
+    if (v.moved) {
+        format_addr(&v.was.sa, was, sizeof(was));
+        format_addr(from, is, sizeof(is));
+        gw_log(GW_LOG_INFO, peer_subject(peer), "device address moved %s -> %s",
+               was, is);
+        ua->stats.address_moves++;
+    }
+    ua->stats.rx_audio++;
+    if (ua->on_audio != NULL) {
+        ua->on_audio(peer, v.h.timestamp, v.opus, v.h.payload_len, peer->owner);
+    }
 }
 
 /* ---- reading ---- */

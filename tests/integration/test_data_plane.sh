@@ -122,7 +122,7 @@ drops=$(grep -o 'udp_drop\[replay\]=[0-9]*' <<<"$stats" | cut -d= -f2)
 check "replays are dropped and counted ($drops >= $replayed)" \
     test "${drops:-0}" -ge "$replayed"
 forged=$(jq -r .uplink.forged <<<"$r")
-fdrops=$(grep -oE 'udp_drop\[(opus|address)\]=[0-9]*' <<<"$stats" |
+fdrops=$(grep -oE 'udp_drop\[(opus|address|ahead)\]=[0-9]*' <<<"$stats" |
     cut -d= -f2 | paste -sd+ | bc)
 check "forgeries are dropped and counted (${fdrops:-0} >= $forged)" \
     test "${fdrops:-0}" -ge "$forged"

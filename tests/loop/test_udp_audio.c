@@ -409,6 +409,115 @@ static void test_replay_dropped(void **state)
     fixture_free(f);
 }
 
+/* Frames of the hello's duration that the forward window spans. */
+#define AHEAD_FRAMES (GW_UDP_AHEAD_MS / FRAME_MS)
+
+static void on_wait_timer(uv_timer_t *t)
+{
+    *(bool *)t->data = true;
+}
+
+/* Lets ms pass on the loop (the window grows with time). */
+static void wait_ms(struct fixture *f, uint64_t ms)
+{
+    uv_timer_t t;
+    bool done = false;
+
+    uv_timer_init(&f->fx.loop, &t);
+    t.data = &done;
+    uv_timer_start(&t, on_wait_timer, ms, 0);
+    GW_FIXTURE_RUN_UNTIL(&f->fx, done);
+    uv_close((uv_handle_t *)&t, NULL);
+}
+
+/* Sends Opus packet k with sequence seq, then waits until it is handled. */
+static void device_send_seq(struct fixture *f, struct device *d, size_t k,
+                            uint32_t seq)
+{
+    uint8_t dg[DGRAM_MAX];
+    size_t len = device_build(d, dg, seq, 0, opus_pkt[k], opus_len[k]);
+
+    device_send_raw(f, d, dg, len);
+    RUN_UNTIL(f, got_datagrams, stats(f).rx_packets + 1);
+}
+
+/*
+ * One genuine-looking packet far ahead, from the device's own address, as
+ * a forger who can spoof it would send: it is dropped as ahead, and the
+ * stream goes on undisturbed. A jump inside the window passes (lost
+ * packets), a second jump on top of it does not, and a sender faster than
+ * real time is not cut off.
+ */
+static void test_forward_window(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    struct device *d = &f->dev[0];
+    struct gw_udp_audio_stats s;
+    uint32_t far;
+    size_t k;
+
+    (void)state;
+    for (k = 0; k < 3; k++) {
+        device_send_seq(f, d, k, (uint32_t)k + 1);
+    }
+    device_send_seq(f, d, 3, 0xfffffff0u);
+    for (k = 4; k < 10; k++) {
+        device_send_seq(f, d, k, (uint32_t)k);
+    }
+    s = stats(f);
+    print_message("forward window: after sequence 0xfffffff0, %zu of 9 "
+                  "packets forwarded, %llu replay drops, %llu ahead\n",
+                  f->up_count, (unsigned long long)s.drops[GW_UDP_DROP_REPLAY],
+                  (unsigned long long)s.drops[GW_UDP_DROP_AHEAD]);
+    assert_int_equal(f->up_count, 9);
+    assert_int_equal(s.drops[GW_UDP_DROP_REPLAY], 0);
+    assert_int_equal(s.drops[GW_UDP_DROP_AHEAD], 1);
+    for (k = 0; k < 9; k++) {
+        size_t pkt = k < 3 ? k : k + 1;
+        assert_memory_equal(f->up[k], opus_pkt[pkt], opus_len[pkt]);
+    }
+    /* Lost packets: a gap inside the window is taken. */
+    device_send_seq(f, d, 10, 9 + AHEAD_FRAMES / 2);
+    assert_int_equal(f->up_count, 10);
+    /* A second jump on top of it does not ratchet the window on. */
+    device_send_seq(f, d, 11, 9 + AHEAD_FRAMES / 2 + AHEAD_FRAMES);
+    assert_int_equal(f->up_count, 10);
+    assert_int_equal(stats(f).drops[GW_UDP_DROP_AHEAD], 2);
+    /* A sender faster than real time (the simulated device's --fast),
+     * with a short loss now and then, runs past the window unhurt. */
+    far = 9 + AHEAD_FRAMES / 2;
+    for (k = 0; k < 2 * AHEAD_FRAMES; k++) {
+        far += k % 10 == 9 ? GW_UDP_AHEAD_STEP : 1;
+        device_send_seq(f, d, k % NPKT, far);
+    }
+    assert_true(far > 9 + 3 * AHEAD_FRAMES);
+    assert_int_equal(f->up_count, 10 + 2 * AHEAD_FRAMES);
+    assert_int_equal(stats(f).drops[GW_UDP_DROP_AHEAD], 2);
+    fixture_free(f);
+}
+
+/* An outage while the device streams: its sequence runs on, and the
+ * window grows with the time the gap stands for. */
+static void test_forward_window_outage(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    struct device *d = &f->dev[0];
+    const uint32_t later = 1 + AHEAD_FRAMES + 40; /* 2.4 s beyond */
+
+    (void)state;
+    device_send_seq(f, d, 0, 1);
+    device_send_seq(f, d, 1, later);
+    assert_int_equal(f->up_count, 1);
+    assert_int_equal(stats(f).drops[GW_UDP_DROP_AHEAD], 1);
+    wait_ms(f, 50 * FRAME_MS);
+    device_send_seq(f, d, 1, later);
+    device_send_seq(f, d, 2, later + 1);
+    assert_int_equal(f->up_count, 3);
+    assert_int_equal(stats(f).drops[GW_UDP_DROP_AHEAD], 1);
+    assert_int_equal(stats(f).drops[GW_UDP_DROP_REPLAY], 0);
+    fixture_free(f);
+}
+
 struct bad_case {
     const char *name;
     enum gw_udp_drop reason;
@@ -451,13 +560,13 @@ static size_t build_bad(struct fixture *f, size_t i, uint8_t *out)
         return len;
     case 7: /* sequence 0 */
         return device_build(d, out, 0, 0, opus_pkt[0], opus_len[0]);
-    case 8: /* empty payload, far ahead */
-        return device_build(d, out, 50, 0, NULL, 0);
-    case 9: /* decrypts to something that is not Opus, far ahead */
-        return device_build(d, out, 60, 0, not_opus, sizeof(not_opus));
+    case 8: /* empty payload, ahead (within the window) */
+        return device_build(d, out, 20, 0, NULL, 0);
+    case 9: /* decrypts to something that is not Opus, ahead */
+        return device_build(d, out, 30, 0, not_opus, sizeof(not_opus));
     default: /* one byte of garbage Opus framing: code 1, odd length */
         out[16] = 0x01;
-        return device_build(d, out, 70, 0, (const uint8_t[]){0x01, 0xaa}, 2);
+        return device_build(d, out, 40, 0, (const uint8_t[]){0x01, 0xaa}, 2);
     }
 }
 
@@ -533,19 +642,20 @@ static void test_forged_address_ignored(void **state)
     }
     sent += 3;
     RUN_UNTIL(f, got_uplink, 3);
-    /* Right ssrc, noise for a payload. */
+    /* Right ssrc, noise for a payload; sequences ahead of the device's,
+     * within the forward window. */
     for (i = 0; i < 10; i++) {
         for (k = 0; k < sizeof(noise); k++) {
             noise[k] = (uint8_t)rng();
         }
         memcpy(dg, dev->nonce, GW_UDP_HEADER_LEN);
         put16(dg + 2, sizeof(noise));
-        put32(dg + 12, 100 + (uint32_t)i);
+        put32(dg + 12, 20 + (uint32_t)i);
         memcpy(dg + GW_UDP_HEADER_LEN, noise, sizeof(noise));
         device_send_raw(f, forger, dg, GW_UDP_HEADER_LEN + sizeof(noise));
     }
     /* One packet that is genuine Opus under the real key. */
-    forger->tx_seq = 199;
+    forger->tx_seq = 39;
     device_send(f, forger, 40, 0);
     sent += 11;
     /* Copies of the device's own packets, each arriving first. */
@@ -980,6 +1090,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uplink_bit_exact),
         cmocka_unit_test(test_replay_dropped),
+        cmocka_unit_test(test_forward_window),
+        cmocka_unit_test(test_forward_window_outage),
         cmocka_unit_test(test_malformed_counted),
         cmocka_unit_test(test_forged_address_ignored),
         cmocka_unit_test(test_genuine_move),

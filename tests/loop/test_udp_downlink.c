@@ -15,6 +15,7 @@
 #include <opus.h>
 #include <uv.h>
 
+#include "codec/audio_frame.h"
 #include "codec/udp_header.h"
 #include "crypto/aes_ctr.h"
 #include "crypto/session_keys.h"
@@ -43,6 +44,7 @@ static struct opus_set p60, p20, pmix;
 /* One downlink datagram as the device received it. */
 struct rx {
     uint32_t seq, ts, ssrc;
+    uint8_t flags;
     uint8_t opus[DGRAM_MAX];
     size_t len;
     uint64_t at_ms;    /* loop time of its arrival */
@@ -122,6 +124,7 @@ static void on_recv(uv_udp_t *handle, ssize_t nread, const uv_buf_t *buf,
     }
     r = &f->rx[f->rx_count++];
     r->ssrc = h.ssrc;
+    r->flags = h.flags;
     r->ts = h.timestamp;
     r->seq = h.sequence;
     r->len = h.payload_len;
@@ -562,6 +565,291 @@ static void test_before_address(void **state)
     fixture_free(f);
 }
 
+/* ---- keystream ---- */
+
+/*
+ * Each datagram's payload is encrypted with the counter blocks header,
+ * header + 1, ... (a 128-bit big-endian increment per 16 bytes): the
+ * device's own reading of what the gateway sent, independent of how the
+ * gateway builds it.
+ */
+#define KS_FRAMES_MAX 320  /* downlink frames of one size, per framing */
+#define KS_LEN_MAX    1276 /* the largest one-frame Opus packet */
+#define KS_BATCH      40   /* frames sent before the device reads them */
+#define BLOCK_LEN     16
+#define KS_MAX        ((KS_FRAMES_MAX + 1) * ((KS_LEN_MAX + 15) / BLOCK_LEN))
+
+static const char *const framing_names[] = {
+#define XX(name, text) [GW_FRAMING_##name] = text,
+    GW_FRAMING_MAP(XX)
+#undef XX
+};
+
+struct block {
+    uint8_t b[BLOCK_LEN];
+};
+
+struct blocks {
+    struct block v[KS_MAX];
+    size_t n;
+};
+
+static struct blocks ks_down, ks_up;
+
+static void add_blocks(struct blocks *set, const uint8_t hdr[BLOCK_LEN],
+                       size_t payload_len)
+{
+    struct block c;
+
+    memcpy(c.b, hdr, BLOCK_LEN);
+    for (size_t i = 0; i * BLOCK_LEN < payload_len; i++) {
+        assert_true(set->n < KS_MAX);
+        set->v[set->n++] = c;
+        for (int j = BLOCK_LEN - 1; j >= 0 && ++c.b[j] == 0; j--) {
+        }
+    }
+}
+
+static int block_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, BLOCK_LEN);
+}
+
+/* Blocks of set that equal an earlier one of set; sorts set. */
+static size_t count_repeats(struct blocks *set)
+{
+    size_t n = 0;
+
+    qsort(set->v, set->n, sizeof(set->v[0]), block_cmp);
+    for (size_t i = 1; i < set->n; i++) {
+        n += memcmp(&set->v[i], &set->v[i - 1], BLOCK_LEN) == 0;
+    }
+    return n;
+}
+
+/* Blocks of down that also are in up (sorted). */
+static size_t count_shared(const struct blocks *down, const struct blocks *up)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < down->n; i++) {
+        n += bsearch(&down->v[i], up->v, up->n, sizeof(up->v[0]), block_cmp) !=
+             NULL;
+    }
+    return n;
+}
+
+/*
+ * One uplink packet of len bytes as the firmware builds it (the nonce with
+ * length, timestamp and sequence written over), its counter blocks noted.
+ */
+static void device_send_noted(struct fixture *f, const uint8_t *opus,
+                              size_t len, uint32_t ts, struct blocks *up)
+{
+    uint8_t out[DGRAM_MAX];
+    uv_buf_t b = uv_buf_init((char *)out, (unsigned)(GW_UDP_HEADER_LEN + len));
+    struct gw_udp_header h;
+
+    assert_int_equal(gw_udp_header_parse(f->nonce, GW_UDP_HEADER_LEN, &h), 0);
+    h.payload_len = (uint16_t)len;
+    h.timestamp = ts;
+    h.sequence = ++f->up_seq;
+    gw_udp_header_pack(&h, out);
+    add_blocks(up, out, len);
+    assert_int_equal(
+        gw_aes_ctr_apply(f->aes, out, opus, out + GW_UDP_HEADER_LEN, len), 0);
+    assert_int_equal(
+        uv_udp_try_send(&f->sock, &b, 1, (const struct sockaddr *)&f->gw),
+        (int)(GW_UDP_HEADER_LEN + len));
+}
+
+/*
+ * What a backend of this framing hands the session for frame k: the Opus
+ * packet and, where the framing has one, the backend's timestamp
+ * (constant when steady is false, the worst a backend can do).
+ */
+static uint32_t backend_frame(enum gw_framing framing, bool steady, size_t k,
+                              const uint8_t *opus, size_t len,
+                              const uint8_t **out)
+{
+    static uint8_t msg[GW_AUDIO_FRAME_MAX_HEADER_LEN + DGRAM_MAX];
+    size_t msg_len, got;
+    uint32_t ts;
+
+    assert_int_equal(
+        gw_audio_frame_encode(framing, steady ? (uint32_t)k * FRAME_MS : 0,
+                              opus, len, msg, sizeof(msg), &msg_len),
+        0);
+    assert_int_equal(
+        gw_audio_frame_decode(framing, msg, msg_len, &ts, out, &got), 0);
+    assert_int_equal(got, len);
+    return ts;
+}
+
+/*
+ * A reply of n equal-sized frames of len bytes, as each framing brings it,
+ * while the device streams equal-sized uplink (realtime mode) echoing the
+ * downlink timestamps (server AEC). Returns how many counter blocks the
+ * gateway encrypted with were used before: by an earlier downlink block,
+ * or by the device under the same key. Should be none.
+ */
+static size_t check_keystream(enum gw_framing framing, bool steady, size_t n,
+                              size_t len)
+{
+    /* Generous pre-buffer: each batch leaves at once. */
+    struct fixture *f = fixture_new(0, 600000);
+    uint8_t opus[KS_LEN_MAX];
+    size_t repeats, shared, done = 0;
+
+    assert_true(n <= KS_FRAMES_MAX && len <= KS_LEN_MAX);
+    ks_down.n = ks_up.n = 0;
+    /* One 60 ms SILK frame, then bytes that need not decode. */
+    opus[0] = 11 << 3;
+    for (size_t i = 1; i < len; i++) {
+        opus[i] = (uint8_t)(i * 37);
+    }
+    device_send_noted(f, opus, len, 0, &ks_up);
+    WAIT_FOR(f, f->up_count >= 1);
+    assert_true(gw_udp_peer_has_address(&f->peer));
+    while (done < n) {
+        size_t batch = n - done < KS_BATCH ? n - done : KS_BATCH;
+        f->rx_count = 0;
+        for (size_t k = done; k < done + batch; k++) {
+            const uint8_t *pkt;
+            uint32_t ts = backend_frame(framing, steady, k, opus, len, &pkt);
+            assert_int_equal(gw_udp_peer_send(&f->peer, ts, pkt, len), 0);
+        }
+        WAIT_FOR(f, f->rx_count >= batch);
+        for (size_t i = 0; i < batch; i++) {
+            const struct rx *r = &f->rx[i];
+            uint8_t hdr[GW_UDP_HEADER_LEN];
+            struct gw_udp_header h = {
+                .type = GW_UDP_TYPE_AUDIO,
+                .flags = r->flags,
+                .payload_len = (uint16_t)r->len,
+                .ssrc = r->ssrc,
+                .timestamp = r->ts,
+                .sequence = r->seq,
+            };
+            size_t k = done + i;
+            /* What the firmware checks: consecutive sequences, no gap to
+             * warn of; and the audio intact. */
+            assert_int_equal(r->seq, k + 1);
+            assert_true(r->from_gateway);
+            assert_int_equal(r->len, len);
+            assert_memory_equal(r->opus, opus, len);
+            assert_int_equal(
+                r->ts, framing == GW_FRAMING_V2 && steady ? k * FRAME_MS : 0);
+            gw_udp_header_pack(&h, hdr);
+            add_blocks(&ks_down, hdr, r->len);
+            /* The device streams on, echoing what it played. */
+            device_send_noted(f, opus, len, r->ts, &ks_up);
+        }
+        done += batch;
+        /* Read, not necessarily taken: sent faster than real time, the
+         * long run's uplink soon runs ahead of the forward window. Only
+         * its counter blocks matter here. */
+        WAIT_FOR(f, stats(f).rx_packets >= 1 + done);
+    }
+    assert_int_equal(f->rx_bad, 0);
+    repeats = count_repeats(&ks_down);
+    (void)count_repeats(&ks_up); /* sorts it */
+    shared = count_shared(&ks_down, &ks_up);
+    print_message("keystream %s%s, %zu frames of %zu bytes: %zu downlink "
+                  "blocks, %zu repeated, %zu shared with the %zu uplink "
+                  "blocks\n",
+                  framing_names[framing],
+                  framing == GW_FRAMING_V2
+                      ? (steady ? " (timestamps)" : " (timestamp 0)")
+                      : "",
+                  n, len, ks_down.n, repeats, shared, ks_up.n);
+    assert_int_equal(ks_down.n, n * ((len + 15) / BLOCK_LEN));
+    fixture_free(f);
+    return repeats + shared;
+}
+
+/*
+ * Every framing, backend timestamps steady or stuck, a short reply like
+ * the issue's capture and a long one of the largest frames (more than
+ * twice round the flags' 7-bit sequence).
+ */
+static void test_keystream_unique(void **state)
+{
+    const struct {
+        enum gw_framing framing;
+        bool steady;
+    } kinds[] = {
+        {GW_FRAMING_V2, true},
+        {GW_FRAMING_V2, false},
+        {GW_FRAMING_V3, false},
+        {GW_FRAMING_RAW, false},
+    };
+    size_t reused[8];
+
+    (void)state;
+    /* All first, so that a failure shows every count. */
+    for (size_t i = 0; i < 4; i++) {
+        reused[2 * i] =
+            check_keystream(kinds[i].framing, kinds[i].steady, 48, 160);
+        reused[2 * i + 1] = check_keystream(kinds[i].framing, kinds[i].steady,
+                                            KS_FRAMES_MAX, KS_LEN_MAX);
+    }
+    for (size_t i = 0; i < 8; i++) {
+        assert_int_equal(reused[i], 0);
+    }
+}
+
+/*
+ * The last sequences: the largest packet's blocks stop short of carrying
+ * into the timestamp, and past GW_UDP_DOWNLINK_SEQ_MAX downlink is
+ * refused and counted rather than sent with blocks used before.
+ */
+static void test_sequence_end(void **state)
+{
+    struct fixture *f = fixture_new(0, 600000);
+    uint8_t opus[KS_LEN_MAX];
+    const size_t len = KS_LEN_MAX;
+
+    (void)state;
+    opus[0] = 11 << 3;
+    memset(opus + 1, 0x5a, len - 1);
+    learn_address(f);
+    /* White box: the sequence a session reaches after 2^32 - 95 packets. */
+    f->peer.tx_seq = GW_UDP_DOWNLINK_SEQ_MAX - 2;
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(gw_udp_peer_send(&f->peer, 7, opus, len), 0);
+    }
+    assert_int_equal(gw_udp_peer_send(&f->peer, 7, opus, len), GW_ELIMIT);
+    assert_int_equal(stats(f).drops[GW_UDP_DROP_SEQ_END], 1);
+    WAIT_FOR(f, f->rx_count >= 2);
+    assert_int_equal(f->rx[1].seq, GW_UDP_DOWNLINK_SEQ_MAX);
+    assert_int_equal(f->rx[1].flags,
+                     gw_udp_header_downlink_flags(GW_UDP_DOWNLINK_SEQ_MAX));
+    assert_memory_equal(f->rx[1].opus, opus, len);
+    /* Not even a payload of GW_UDP_MAX_PAYLOAD would carry out of the
+     * sequence word; this one's blocks keep the header's first 12 bytes. */
+    assert_true((uint64_t)f->rx[1].seq + GW_UDP_MAX_BLOCKS - 1 <= UINT32_MAX);
+    {
+        uint8_t hdr[GW_UDP_HEADER_LEN];
+        struct gw_udp_header h = {
+            .type = GW_UDP_TYPE_AUDIO,
+            .flags = f->rx[1].flags,
+            .payload_len = (uint16_t)len,
+            .ssrc = f->rx[1].ssrc,
+            .timestamp = f->rx[1].ts,
+            .sequence = f->rx[1].seq,
+        };
+        gw_udp_header_pack(&h, hdr);
+        ks_down.n = 0;
+        add_blocks(&ks_down, hdr, len);
+        for (size_t i = 0; i < ks_down.n; i++) {
+            assert_memory_equal(ks_down.v[i].b, hdr, 12);
+        }
+    }
+    assert_int_equal(stats(f).tx_audio, 2);
+    fixture_free(f);
+}
+
 /* ---- the packets ---- */
 
 /* Packet k lasts pattern[k % n] ms; false if libopus would not. */
@@ -621,6 +909,8 @@ int main(void)
         cmocka_unit_test(test_flush_drops_queue),
         cmocka_unit_test(test_queue_cap),
         cmocka_unit_test(test_before_address),
+        cmocka_unit_test(test_keystream_unique),
+        cmocka_unit_test(test_sequence_end),
     };
 
     return cmocka_run_group_tests(tests, encode_packets, NULL);

@@ -246,6 +246,32 @@ static void test_sequence(void **state)
     }
 }
 
+/*
+ * The downlink flags (codec/udp_header.h): bit 7 always set, where the
+ * uplink has the nonce's 0; and any two sequences close enough for their
+ * packets' counter ranges to overlap (less than GW_UDP_MAX_BLOCKS apart)
+ * get different flags, so their blocks differ whatever the rest.
+ */
+static void test_downlink_flags(void **state)
+{
+    static const uint32_t starts[] = {
+        1, 2, 127, 128, 129, 1000, 0x7fffffff, GW_UDP_DOWNLINK_SEQ_MAX - 300};
+
+    (void)state;
+    assert_int_equal(GW_UDP_MAX_BLOCKS, 93);
+    assert_int_equal(GW_UDP_DOWNLINK_SEQ_MAX + (GW_UDP_MAX_BLOCKS - 1),
+                     UINT32_MAX);
+    for (size_t i = 0; i < sizeof(starts) / sizeof(starts[0]); i++) {
+        for (uint32_t p = starts[i]; p < starts[i] + 300; p++) {
+            uint8_t fp = gw_udp_header_downlink_flags(p);
+            assert_true(fp & GW_UDP_FLAGS_DOWNLINK);
+            for (uint32_t d = 1; d < GW_UDP_MAX_BLOCKS; d++) {
+                assert_int_not_equal(fp, gw_udp_header_downlink_flags(p + d));
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_nonce_template),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_sequence),
+        cmocka_unit_test(test_downlink_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
