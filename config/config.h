@@ -75,6 +75,7 @@ struct gw_config {
         char *up_topic;       /* with one '+' level for the client id */
         char *down_topic;     /* with "{client_id}" */
         char *presence_topic; /* with one '+' level for the client id */
+        char *status_topic;   /* the gateway's own online/offline, or "" */
     } mqtt;
     struct {
         char *bind;
@@ -93,7 +94,11 @@ struct gw_config {
         char *manager_key;      /* daily token key of the manager-api routes */
         char **allowed_origins; /* besides localhost ones */
         size_t n_allowed_origins;
+        char **allowed_hosts; /* Host names besides local ones and listen */
+        size_t n_allowed_hosts;
         int max_body_bytes;
+        int max_connections;             /* open at once */
+        int max_connections_per_address; /* from one client address */
     } http;
     struct {
         bool discover;               /* run each device's MCP client */
@@ -111,6 +116,11 @@ struct gw_config {
         int udp_idle_timeout_ms;
         int max_message_bytes;
         int tts_start_guard_ms; /* downlink held after a tts start */
+        int hello_burst;        /* hellos one device may send at once */
+        int hello_per_minute;   /* and then on average */
+        int outbox_messages;    /* device messages held while the broker */
+        int outbox_bytes;       /* is away, at most this many and bytes, */
+        int outbox_age_ms;      /* each for at most this long */
     } limits;
     struct {
         enum gw_log_level level;

@@ -11,6 +11,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "codec/ws_url.h"
+
 /* Enums are stored and read through int *. */
 _Static_assert(sizeof(enum gw_framing) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum gw_auth_scheme) == sizeof(int), "enum size");
@@ -75,7 +77,8 @@ static const char *check_name(void *field)
 static const char *check_url(void *field)
 {
     const char *s = *(char **)field;
-    const char *host;
+    const char *host, *why;
+    struct gw_ws_url parts;
 
     if (strncmp(s, "ws://", 5) == 0) {
         host = s + 5;
@@ -91,6 +94,10 @@ static const char *check_url(void *field)
     }
     if (*host == '\0' || strchr(":/?#@", *host) != NULL) {
         return "has no host";
+    }
+    /* What the connect will make of it: a url that loads must connect. */
+    if (gw_ws_url_parse(s, strlen(s), &parts, &why) != 0) {
+        return why;
     }
     return NULL;
 }
@@ -118,6 +125,14 @@ static const char *check_level_topic(void *field)
         }
     }
     return plus == 1 ? NULL : "needs exactly one '+' level (the client id)";
+}
+
+/* The gateway's own state topic: "" (none) or a plain topic. */
+static const char *check_status_topic(void *field)
+{
+    const char *s = *(char **)field;
+
+    return strpbrk(s, "+#") != NULL ? "must not contain '+' or '#'" : NULL;
 }
 
 /* A topic the gateway publishes to: no wildcards, one placeholder. */
@@ -230,6 +245,20 @@ static const char *check_origin(void *field)
     return NULL;
 }
 
+/* A Host header name: a DNS name or IP literal without port, or "*". */
+static const char *check_host(void *field)
+{
+    const char *s = *(char **)field;
+
+    if (s[0] == '\0' || strlen(s) > 253 ||
+        strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                  "0123456789.-_:[]*") != strlen(s) ||
+        (strchr(s, '*') != NULL && strcmp(s, "*") != 0)) {
+        return "must be a host name or IP address (no port), or \"*\"";
+    }
+    return NULL;
+}
+
 /* ---- enum spellings ---------------------------------------------------- */
 
 static const struct gw_config_name framings[] = {
@@ -286,6 +315,8 @@ static const struct gw_config_key mqtt_keys[] = {
             "devices/{client_id}/down", check_down_topic),
     KEY_STR("presence_topic", MQ(presence_topic), GW_CF_RESTART,
             "devices/+/presence", check_level_topic),
+    KEY_STR("status_topic", MQ(status_topic), GW_CF_RESTART, "",
+            check_status_topic),
 };
 static const struct gw_config_table mqtt_table = TABLE("mqtt", mqtt_keys, 0);
 
@@ -357,6 +388,13 @@ static const struct gw_config_key http_keys[] = {
              GW_CF_RELOAD, 0, 64, check_origin),
     KEY_INT("max_body_bytes", HTTP(max_body_bytes), GW_CF_RESTART, 262144, 1024,
             16777216),
+    /* DNS rebinding: a browser's Host names the attacker's domain. */
+    KEY_STRS("allowed_hosts", HTTP(allowed_hosts), HTTP(n_allowed_hosts),
+             GW_CF_RELOAD, 0, 64, check_host),
+    KEY_INT("max_connections", HTTP(max_connections), GW_CF_RESTART, 256, 1,
+            100000),
+    KEY_INT("max_connections_per_address", HTTP(max_connections_per_address),
+            GW_CF_RESTART, 32, 1, 100000),
 };
 static const struct gw_config_table http_table = TABLE("http", http_keys, 0);
 
@@ -390,6 +428,19 @@ static const struct gw_config_key limits_keys[] = {
      * behind it does not and must not overtake it. */
     KEY_INT("tts_start_guard_ms", LIM(tts_start_guard_ms), GW_CF_RELOAD, 40, 0,
             1000),
+    /* gateway/mqtt_dispatch.c: each hello opens a backend connection. A
+     * device says hello once per conversation; these never stop one. */
+    KEY_INT("hello_burst", LIM(hello_burst), GW_CF_RELOAD, 20, 1, 10000),
+    KEY_INT("hello_per_minute", LIM(hello_per_minute), GW_CF_RELOAD, 20, 1,
+            60000),
+    /* gateway/publish.c: a broker restart must not lose a tts start;
+     * 0 messages or 0 ms turns the outbox off. */
+    KEY_INT("outbox_messages", LIM(outbox_messages), GW_CF_RELOAD, 1024, 0,
+            1000000),
+    KEY_INT("outbox_bytes", LIM(outbox_bytes), GW_CF_RELOAD, 1048576, 0,
+            268435456),
+    KEY_INT("outbox_age_ms", LIM(outbox_age_ms), GW_CF_RELOAD, 10000, 0,
+            600000),
 };
 static const struct gw_config_table limits_table =
     TABLE("limits", limits_keys, 0);

@@ -11,8 +11,11 @@
 #include <strings.h>
 #include <time.h>
 
+#include <arpa/inet.h>
+
 #include <cjson/cJSON.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "crypto/credential.h"
 #include "gateway/http_server.h"
@@ -24,6 +27,8 @@
 #define METRICS_TYPE    "text/plain; version=0.0.4; charset=utf-8"
 #define DEVICES_PREFIX  "/api/devices/"
 #define COMMANDS_PREFIX "/api/commands/"
+/* POST /api/devices/status: ids per request (each is a hash lookup). */
+#define STATUS_MAX_IDS 4096
 
 struct gw_http_api {
     struct gw_http_api_env env;
@@ -144,7 +149,7 @@ static bool origin_is_local(const char *origin)
  * Browsers name the page's origin: only local pages and the configured
  * ones may drive the API (DNS rebinding, drive-by requests).
  */
-static bool origin_ok(const struct gw_config *cfg, const char *origin)
+bool gw_http_api_origin_ok(const struct gw_config *cfg, const char *origin)
 {
     if (origin == NULL || origin_is_local(origin)) {
         return true;
@@ -157,15 +162,97 @@ static bool origin_ok(const struct gw_config *cfg, const char *origin)
     return false;
 }
 
-/* The credential of "Authorization: Bearer <credential>", or NULL. */
-static const char *bearer_of(struct gw_http_req *req)
+/* An IP literal (IPv6 without its brackets): never a rebound name. */
+static bool is_ip_literal(const char *name)
 {
-    const char *auth = gw_http_req_header(req, "authorization");
+    unsigned char addr[16];
 
+    return inet_pton(AF_INET, name, addr) == 1 ||
+           inet_pton(AF_INET6, name, addr) == 1;
+}
+
+static bool name_is(const char *name, const char *want)
+{
+    size_t n = strlen(want);
+
+    if (want[0] == '[' && n >= 2 && want[n - 1] == ']') {
+        want++; /* "[::1]" as http.listen names "::1" */
+        n -= 2;
+    }
+    return strlen(name) == n && strncasecmp(name, want, n) == 0;
+}
+
+/*
+ * A DNS rebinding page reaches the API under the attacker's name, which
+ * its Host header carries: only IP literals, localhost names, the listen
+ * name and http.allowed_hosts ("*" = any) get through.
+ */
+bool gw_http_api_host_ok(const struct gw_config *cfg, const char *host)
+{
+    char name[256];
+    const char *end, *port;
+    size_t n;
+
+    if (host == NULL) {
+        return true; /* HTTP/1.0 without one: no browser sends that */
+    }
+    if (host[0] == '[') {
+        end = strchr(host, ']');
+        if (end == NULL) {
+            return false;
+        }
+        host++;
+        port = end + 1;
+    } else {
+        end = host + strcspn(host, ":");
+        port = end;
+    }
+    n = (size_t)(end - host);
+    if (n == 0 || n >= sizeof(name) ||
+        (*port != '\0' &&
+         (*port != ':' || port[1] == '\0' || strlen(port + 1) > 5 ||
+          strspn(port + 1, "0123456789") != strlen(port + 1)))) {
+        return false;
+    }
+    memcpy(name, host, n);
+    name[n] = '\0';
+    if (n > 1 && name[n - 1] == '.') {
+        name[--n] = '\0'; /* the absolute form of the same name */
+    }
+    if (is_ip_literal(name) || strcasecmp(name, "localhost") == 0 ||
+        (n > 10 && strcasecmp(name + n - 10, ".localhost") == 0) ||
+        name_is(name, cfg->http.listen)) {
+        return true;
+    }
+    for (size_t i = 0; i < cfg->http.n_allowed_hosts; i++) {
+        const char *h = cfg->http.allowed_hosts[i];
+        if (strcmp(h, "*") == 0 || name_is(name, h)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *gw_http_api_bearer(const char *auth)
+{
     if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0) {
         return NULL;
     }
     return auth + 7 + strspn(auth + 7, " ");
+}
+
+bool gw_http_api_token_matches(const char *token, const char *auth)
+{
+    const char *given = gw_http_api_bearer(auth);
+
+    return token != NULL && token[0] != '\0' && given != NULL &&
+           gw_credential_equal(token, strlen(token), given, strlen(given));
+}
+
+/* The credential of "Authorization: Bearer <credential>", or NULL. */
+static const char *bearer_of(struct gw_http_req *req)
+{
+    return gw_http_api_bearer(gw_http_req_header(req, "authorization"));
 }
 
 /* http.token, when set, guards /metrics, /api/devices and /mcp. */
@@ -180,8 +267,8 @@ static bool token_ok(const struct gw_config *cfg, struct gw_http_req *req)
         return true;
     }
     given = bearer_of(req);
-    if (given != NULL &&
-        gw_credential_equal(token, strlen(token), given, strlen(given))) {
+    if (gw_http_api_token_matches(token,
+                                  gw_http_req_header(req, "authorization"))) {
         return true;
     }
     refuse(req, 401, false,
@@ -321,34 +408,71 @@ static cJSON *parse_body(struct gw_http_req *req)
     return doc;
 }
 
-/* {"clientIds":[..]} -> {"<id>":{"isAlive":..,"exists":..}} */
+/* One id of a status request, in the set that drops repeated ones. */
+struct status_id {
+    UT_hash_handle hh;
+};
+
+/*
+ * {"clientIds":[..]} -> {"<id>":{"isAlive":..,"exists":..}}: one hash
+ * lookup per id (a repeated id is answered once), at most STATUS_MAX_IDS.
+ */
 static void devices_status(struct gw_http_api *api, struct gw_http_req *req)
 {
     cJSON *in = parse_body(req);
     const cJSON *ids = cJSON_GetObjectItemCaseSensitive(in, "clientIds");
+    struct status_id *seen_set = NULL, *slots = NULL;
     const cJSON *id;
-    cJSON *out;
+    cJSON *out = NULL;
+    int n = 0;
+    char why[64];
 
     if (!cJSON_IsArray(ids)) {
         cJSON_Delete(in);
         refuse(req, 400, true, "body must be {\"clientIds\":[...]}", NULL);
         return;
     }
-    out = cJSON_CreateObject();
     cJSON_ArrayForEach(id, ids)
     {
-        const char *cid = cJSON_GetStringValue(id);
-        const struct gw_device *dev;
-        cJSON *o;
-
-        if (cid == NULL) {
+        if (cJSON_GetStringValue(id) == NULL) {
             cJSON_Delete(in);
-            cJSON_Delete(out);
             refuse(req, 400, true, "clientIds must hold strings", NULL);
             return;
         }
-        if (out == NULL || cJSON_GetObjectItemCaseSensitive(out, cid)) {
+        if (++n > STATUS_MAX_IDS) {
+            cJSON_Delete(in);
+            snprintf(why, sizeof(why), "at most %d clientIds per request",
+                     STATUS_MAX_IDS);
+            refuse(req, 413, true, why, NULL);
+            return;
+        }
+    }
+    if ((n > 0 && (slots = calloc((size_t)n, sizeof(*slots))) == NULL) ||
+        (out = cJSON_CreateObject()) == NULL) {
+        free(slots);
+        cJSON_Delete(in);
+        send_error(req, 503, true, "out of memory", NULL);
+        return;
+    }
+    n = 0;
+    cJSON_ArrayForEach(id, ids)
+    {
+        const char *cid = id->valuestring;
+        size_t len = strlen(cid);
+        const struct gw_device *dev;
+        struct status_id *seen = NULL;
+        cJSON *o;
+
+        HASH_FIND(hh, seen_set, cid, len, seen);
+        if (seen != NULL) {
             continue; /* asked twice */
+        }
+        seen = &slots[n++];
+        HASH_ADD_KEYPTR(hh, seen_set, cid, len, seen);
+        if (!GW_HASH_ADDED(seen, hh)) {
+            cJSON_Delete(out);
+            out = NULL; /* answered as out of memory */
+            break;
         }
         dev = gw_device_find(api->env.devices, cid);
         o = cJSON_AddObjectToObject(out, cid);
@@ -357,8 +481,10 @@ static void devices_status(struct gw_http_api *api, struct gw_http_req *req)
                                   dev->session->state == GW_SESSION_ACTIVE);
         cJSON_AddBoolToObject(o, "exists", dev != NULL);
     }
-    cJSON_Delete(in);
+    HASH_CLEAR(hh, seen_set);
+    free(slots);
     send_json(req, 200, out, NULL);
+    cJSON_Delete(in); /* the ids were the set's keys */
 }
 
 static void on_command_reply(void *arg, const struct gw_mcp_reply *reply)
@@ -469,31 +595,118 @@ static void command(struct gw_http_api *api, struct gw_http_req *req,
     cJSON_Delete(in);
 }
 
-/* Returns false when path is none of the manager-api's. */
-static bool manager_route(struct gw_http_api *api, struct gw_http_req *req,
-                          const struct gw_config *cfg, const char *path)
+/* What a request is for, from its path and method alone. */
+enum route {
+    ROUTE_NONE,
+    ROUTE_HEALTHZ,
+    ROUTE_MANAGER, /* /api/commands/{id}, POST /api/devices/status */
+    ROUTE_METRICS,
+    ROUTE_DEVICES,
+    ROUTE_MCP
+};
+
+static bool is_under(const char *path, const char *base)
 {
+    size_t n = strlen(base);
+
+    return strncmp(path, base, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static enum route route_of(struct gw_http_req *req)
+{
+    const char *path = gw_http_req_path(req);
+
+    if (strcmp(path, "/healthz") == 0) {
+        return ROUTE_HEALTHZ;
+    }
+    if (strncmp(path, COMMANDS_PREFIX, strlen(COMMANDS_PREFIX)) == 0 ||
+        (strcmp(path, "/api/devices/status") == 0 &&
+         strcmp(gw_http_req_method(req), "POST") == 0)) {
+        return ROUTE_MANAGER;
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        return ROUTE_METRICS;
+    }
+    if (is_under(path, "/api/devices")) {
+        return ROUTE_DEVICES;
+    }
+    return is_under(path, "/mcp") ? ROUTE_MCP : ROUTE_NONE;
+}
+
+/* The manager-api's checks: its key set, a valid id, POST, daily token. */
+static bool manager_ok(const struct gw_config *cfg, struct gw_http_req *req)
+{
+    const char *path = gw_http_req_path(req);
     bool commands =
         strncmp(path, COMMANDS_PREFIX, strlen(COMMANDS_PREFIX)) == 0;
     const char *id = commands ? path + strlen(COMMANDS_PREFIX) : "";
 
-    if (!commands && (strcmp(path, "/api/devices/status") != 0 ||
-                      strcmp(gw_http_req_method(req), "POST") != 0)) {
-        return false;
-    }
     if (cfg->http.manager_key == NULL || cfg->http.manager_key[0] == '\0') {
         not_found(req, true); /* the routes are off */
-    } else if (commands && (id[0] == '\0' || strchr(id, '/') != NULL ||
-                            strlen(id) > GW_CLIENT_ID_MAX)) {
-        not_found(req, true);
-    } else if (method_ok(req, "POST", true) && daily_token_ok(cfg, req)) {
-        if (commands) {
-            command(api, req, id);
-        } else {
-            devices_status(api, req);
-        }
+        return false;
     }
-    return true;
+    if (commands && (id[0] == '\0' || strchr(id, '/') != NULL ||
+                     strlen(id) > GW_CLIENT_ID_MAX)) {
+        not_found(req, true);
+        return false;
+    }
+    return method_ok(req, "POST", true) && daily_token_ok(cfg, req);
+}
+
+/* With no token the MCP server is off: its tools act on devices. */
+static bool mcp_ok(struct gw_http_api *api, const struct gw_config *cfg,
+                   struct gw_http_req *req)
+{
+    if (api->env.mcp_server == NULL) {
+        not_found(req, false);
+        return false;
+    }
+    if (cfg->http.token == NULL || cfg->http.token[0] == '\0') {
+        refuse(req, 403, false,
+               "the MCP server is off: set http.token to enable it", NULL);
+        return false;
+    }
+    return token_ok(cfg, req);
+}
+
+/*
+ * Every check that needs only the head, before any body is read: Host,
+ * Origin, then the route's credentials. A refusal answers here.
+ */
+static void on_head(struct gw_http_req *req, void *arg)
+{
+    struct gw_http_api *api = arg;
+    const struct gw_config *cfg = gw_config_live_get(api->env.config);
+    enum route route = route_of(req);
+
+    if (!gw_http_api_host_ok(cfg, gw_http_req_header(req, "host"))) {
+        refuse(req, 421, route == ROUTE_MANAGER, "host not allowed", NULL);
+        return;
+    }
+    if (!gw_http_api_origin_ok(cfg, gw_http_req_header(req, "origin"))) {
+        refuse(req, 403, route == ROUTE_MANAGER, "origin not allowed", NULL);
+        return;
+    }
+    switch (route) {
+    case ROUTE_HEALTHZ:
+        (void)method_ok(req, "GET, HEAD", false);
+        break;
+    case ROUTE_MANAGER:
+        (void)manager_ok(cfg, req);
+        break;
+    case ROUTE_METRICS:
+        (void)(method_ok(req, "GET, HEAD", false) && token_ok(cfg, req));
+        break;
+    case ROUTE_DEVICES:
+        (void)token_ok(cfg, req);
+        break;
+    case ROUTE_MCP:
+        (void)mcp_ok(api, cfg, req);
+        break;
+    case ROUTE_NONE:
+        not_found(req, false);
+        break;
+    }
 }
 
 /* ---- the router -------------------------------------------------------- */
@@ -529,36 +742,27 @@ static void metrics(struct gw_http_api *api, struct gw_http_req *req)
     free(text);
 }
 
-static bool is_under(const char *path, const char *base)
-{
-    size_t n = strlen(base);
-
-    return strncmp(path, base, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
+/* The head passed on_head: serve what the route is for. */
 static void on_request(struct gw_http_req *req, void *arg)
 {
     struct gw_http_api *api = arg;
-    const struct gw_config *cfg = gw_config_live_get(api->env.config);
     const char *path = gw_http_req_path(req);
 
-    if (!origin_ok(cfg, gw_http_req_header(req, "origin"))) {
-        refuse(req, 403, is_under(path, "/api/commands"), "origin not allowed",
-               NULL);
-    } else if (strcmp(path, "/healthz") == 0) {
-        if (method_ok(req, "GET, HEAD", false)) {
-            healthz(api, req);
+    switch (route_of(req)) {
+    case ROUTE_HEALTHZ:
+        healthz(api, req);
+        break;
+    case ROUTE_MANAGER:
+        if (strncmp(path, COMMANDS_PREFIX, strlen(COMMANDS_PREFIX)) == 0) {
+            command(api, req, path + strlen(COMMANDS_PREFIX));
+        } else {
+            devices_status(api, req);
         }
-    } else if (manager_route(api, req, cfg, path)) {
-        /* answered */
-    } else if (strcmp(path, "/metrics") == 0) {
-        if (method_ok(req, "GET, HEAD", false) && token_ok(cfg, req)) {
-            metrics(api, req);
-        }
-    } else if (is_under(path, "/api/devices")) {
-        if (!token_ok(cfg, req)) {
-            return;
-        }
+        break;
+    case ROUTE_METRICS:
+        metrics(api, req);
+        break;
+    case ROUTE_DEVICES:
         if (strcmp(path, "/api/devices") == 0 ||
             strcmp(path, "/api/devices/") == 0) {
             if (method_ok(req, "GET, HEAD", false)) {
@@ -567,14 +771,15 @@ static void on_request(struct gw_http_req *req, void *arg)
         } else {
             one_device(api, req, path + strlen(DEVICES_PREFIX));
         }
-    } else if (is_under(path, "/mcp")) {
-        if (token_ok(cfg, req) &&
-            (api->env.mcp_server == NULL ||
-             !gw_mcp_server_handle(api->env.mcp_server, req))) {
+        break;
+    case ROUTE_MCP:
+        if (!gw_mcp_server_handle(api->env.mcp_server, req)) {
             not_found(req, false);
         }
-    } else {
+        break;
+    case ROUTE_NONE:
         not_found(req, false);
+        break;
     }
 }
 
@@ -585,6 +790,13 @@ static uint64_t responses_of(const void *arg, int status)
     return gw_http_api_responses(arg, status);
 }
 
+static void server_stats_of(const void *arg, struct gw_http_server_stats *out)
+{
+    const struct gw_http_api *api = arg;
+
+    gw_http_server_get_stats(api->srv, out);
+}
+
 int gw_http_api_init(const struct gw_http_api_env *env,
                      struct gw_http_api **out)
 {
@@ -593,13 +805,16 @@ int gw_http_api_init(const struct gw_http_api_env *env,
         .listen = cfg->http.listen,
         .port = cfg->http.port,
         .max_body = (size_t)cfg->http.max_body_bytes,
+        .on_head = on_head,
         .on_request = on_request,
+        .max_connections = cfg->http.max_connections,
+        .max_connections_per_address = cfg->http.max_connections_per_address,
     };
     struct gw_http_api *api;
     int rc;
 
     *out = NULL;
-    if (cfg->http.port == 0) {
+    if (cfg->http.port == 0 && !env->detached) {
         return 0;
     }
     api = calloc(1, sizeof(*api));
@@ -608,9 +823,11 @@ int gw_http_api_init(const struct gw_http_api_env *env,
     }
     api->env = *env;
     api->env.metrics.http_responses = responses_of;
+    api->env.metrics.http_server_stats = server_stats_of;
     api->env.metrics.http_arg = api;
     o.arg = api;
-    rc = gw_http_server_init(env->loop, &o, &api->srv);
+    rc = env->detached ? gw_http_server_init_detached(&o, &api->srv)
+                       : gw_http_server_init(env->loop, &o, &api->srv);
     if (rc != 0) {
         free(api);
         return rc;
@@ -619,8 +836,23 @@ int gw_http_api_init(const struct gw_http_api_env *env,
            cfg->http.listen, gw_http_server_port(api->srv),
            cfg->http.token[0] != '\0' ? "required" : "off",
            cfg->http.manager_key[0] != '\0' ? "on" : "off");
+    if (cfg->http.token[0] == '\0' && env->mcp_server != NULL) {
+        gw_log(GW_LOG_INFO, SUBJECT,
+               "MCP server off: http.token is not set (its tools act on "
+               "devices); to enable it set one, e.g. \"http\": "
+               "{\"token\": \"<a long random string>\"}");
+    }
     *out = api;
     return 0;
+}
+
+int gw_http_api_inject(struct gw_http_api *api, const char *method,
+                       const char *target, const char *const *headers,
+                       size_t n_headers, const char *body, size_t len,
+                       size_t piece)
+{
+    return gw_http_server_inject(api->srv, method, target, headers, n_headers,
+                                 body, len, piece);
 }
 
 int gw_http_api_port(const struct gw_http_api *api)

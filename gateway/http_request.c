@@ -41,6 +41,7 @@ void gw_http_req_destroy(struct gw_http_req *req)
     }
     free(req->path);
     free(req->query);
+    req->srv->stats.body_bytes -= req->body_cap;
     free(req->body);
     free(req);
 }
@@ -306,6 +307,80 @@ struct gw_http_req *gw_http_req_create(struct gw_http_server *srv,
     return req;
 }
 
+/* A header as lws would give it: a repeated one joined by ','. */
+static int add_header(struct gw_http_req *req, const char *name,
+                      const char *value)
+{
+    size_t nlen = strlen(name);
+    struct hdr *old = NULL, *h;
+    size_t vlen = strlen(value);
+
+    if (nlen == 0 || strcspn(name, ": \t\r\n") != nlen) {
+        return GW_EINVAL;
+    }
+    for (h = req->hdrs; h != NULL; h = h->next) {
+        if (strcasecmp(h->name, name) == 0) {
+            old = h;
+            break;
+        }
+    }
+    h = hdr_add(req, name, nlen,
+                vlen + (old != NULL ? strlen(old->value) + 1 : 0));
+    if (h == NULL) {
+        return GW_ENOMEM;
+    }
+    if (old != NULL) {
+        sprintf(h->value, "%s,%s", old->value, value);
+        old->name[0] = '\0'; /* never found again; freed with the rest */
+    } else {
+        memcpy(h->value, value, vlen + 1);
+    }
+    trim_right(h->value);
+    return 0;
+}
+
+struct gw_http_req *gw_http_req_create_detached(struct gw_http_server *srv,
+                                                const char *method,
+                                                const char *target,
+                                                const char *const *headers,
+                                                size_t n_headers)
+{
+    struct gw_http_req *req;
+    size_t mlen = strlen(method);
+    size_t plen = strcspn(target, "?");
+
+    if (mlen == 0 || mlen >= sizeof(req->method) ||
+        strspn(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != mlen ||
+        target[0] != '/') {
+        return NULL;
+    }
+    if ((req = calloc(1, sizeof(*req))) == NULL) {
+        return NULL;
+    }
+    req->srv = srv;
+    req->state = REQ_READING;
+    gw_list_insert_head(&srv->reqs, &req->link);
+    snprintf(req->peer, sizeof(req->peer), "127.0.0.1");
+    memcpy(req->method, method, mlen + 1);
+    req->path = strndup(target, plen);
+    req->query = strdup(target[plen] == '?' ? target + plen + 1 : "");
+    for (size_t i = 0; i < n_headers && req->path != NULL; i++) {
+        if (add_header(req, headers[2 * i], headers[2 * i + 1]) != 0) {
+            free(req->path);
+            req->path = NULL;
+        }
+    }
+    if (req->path == NULL || req->query == NULL) {
+        gw_http_req_destroy(req);
+        return NULL;
+    }
+    req->head = strcmp(req->method, "HEAD") == 0;
+    req->http11 = true;
+    req->keep_alive =
+        !has_token(gw_http_req_header(req, "connection"), "close");
+    return req;
+}
+
 /* ---- responses --------------------------------------------------------- */
 
 static const char *reason_phrase(int status)
@@ -339,6 +414,8 @@ static const char *reason_phrase(int status)
         return "Content Too Large";
     case 415:
         return "Unsupported Media Type";
+    case 421:
+        return "Misdirected Request";
     case 429:
         return "Too Many Requests";
     case 500:

@@ -33,6 +33,8 @@
 #define KEEPALIVE_S     60  /* idle keep-alive connections */
 #define BODY_TIMEOUT_S  30  /* between two pieces of a body */
 #define TICK_MS         1
+#define BODY_FIRST      4096  /* a body's first buffer, doubled as it grows */
+#define REFUSED_LOG_MS  10000 /* one line per this for refused connections */
 
 static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
                   void *in, size_t len);
@@ -62,6 +64,7 @@ struct watch {
 };
 
 static void handle_done(struct gw_http_server *srv);
+static void addr_release(struct gw_http_server *srv, struct conn_addr *a);
 
 void gw_http_conn_kill(struct lws *wsi)
 {
@@ -238,10 +241,13 @@ void gw_http_watch_write(struct gw_http_req *req)
 
 /* ---- the lws side ------------------------------------------------------ */
 
-static void dispatch(struct gw_http_req *req)
+/* Ties the connection's socket to req while the handler owes an answer;
+ * false (the connection is being dropped) when that fails. */
+static bool hold_connection(struct gw_http_req *req)
 {
-    struct gw_http_server *srv = req->srv;
-
+    if (req->wsi == NULL) {
+        return true; /* injected (gw_http_server_inject): no connection */
+    }
     /* lws's content timeout would end a request that waits on a device;
      * the handler bounds its own waits. */
     lws_set_timeout(req->wsi, NO_PENDING_TIMEOUT, 0);
@@ -253,6 +259,16 @@ static void dispatch(struct gw_http_req *req)
         req->state = REQ_FINISHING;
         req->killed = true;
         gw_http_conn_kill(req->wsi);
+        return false;
+    }
+    return true;
+}
+
+static void dispatch(struct gw_http_req *req)
+{
+    struct gw_http_server *srv = req->srv;
+
+    if (!hold_connection(req)) {
         return;
     }
     req->state = REQ_WAITING;
@@ -263,10 +279,8 @@ static void dispatch(struct gw_http_req *req)
     req->live_headers = false; /* nothing frees req inside the handler */
 }
 
-/* Content-Length in plain decimal; -1 when absent, GW_EMALFORMED if bad. */
-static long long content_length(const struct gw_http_req *req)
+long long gw_http_content_length(const char *v)
 {
-    const char *v = gw_http_req_header(req, "content-length");
     long long n = 0;
 
     if (v == NULL) {
@@ -284,6 +298,38 @@ static long long content_length(const struct gw_http_req *req)
     return n;
 }
 
+/*
+ * The owner's look at the head, before any body is read: false when it
+ * answered (refused) the request, whose body then stays unread.
+ */
+static bool head_ok(struct gw_http_req *req)
+{
+    struct gw_http_server *srv = req->srv;
+    bool keep = req->keep_alive;
+
+    if (srv->on_head == NULL) {
+        return true;
+    }
+    req->keep_alive = false; /* a refusal's answer says Connection: close */
+    req->state = REQ_WAITING;
+    req->live_headers = true;
+    srv->busy++;
+    srv->on_head(req, srv->arg);
+    srv->busy--;
+    req->live_headers = false;
+    if (req->state == REQ_WAITING) {
+        req->state = REQ_READING;
+        req->keep_alive = keep;
+        return true;
+    }
+    /* lws reads no more of this connection: the body never comes in. */
+    if (req->wsi != NULL && !req->killed) {
+        lws_rx_flow_control(req->wsi, 0);
+        req->rx_paused = true;
+    }
+    return false;
+}
+
 /* Before the body: lws reads it, so this tiny write cannot be in its way. */
 static void send_continue(struct lws *wsi)
 {
@@ -293,13 +339,53 @@ static void send_continue(struct lws *wsi)
                MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-/* The request's head is complete: refuse it, await its body, or serve it. */
+/*
+ * The request's head is complete: refuse it, await its body (returns
+ * true, req->body_want set), or serve it now.
+ */
+static bool begin(struct gw_http_req *req)
+{
+    const char *expect;
+    long long len =
+        gw_http_content_length(gw_http_req_header(req, "content-length"));
+
+    if (len < -1) {
+        gw_http_req_refuse(req, 400, "bad Content-Length");
+    } else if (gw_http_req_header(req, "transfer-encoding") != NULL) {
+        /* lws reads no chunked bodies */
+        gw_http_req_refuse(req, 411, "a body needs Content-Length");
+    } else if (len > (long long)req->srv->max_body) {
+        gw_http_req_refuse(req, 413, "body too large");
+    } else if (!head_ok(req)) {
+        /* refused by the owner from the head alone */
+    } else if (len < 0 && (strcmp(req->method, "POST") == 0 ||
+                           strcmp(req->method, "PUT") == 0 ||
+                           strcmp(req->method, "PATCH") == 0)) {
+        /* No body ("curl -X POST"), but lws now takes whatever follows
+         * for one: the connection ends with the answer. */
+        req->keep_alive = false;
+        dispatch(req);
+    } else if (len <= 0) {
+        dispatch(req);
+    } else {
+        /* The buffer grows with what arrives: an announced length costs
+         * nothing until the bytes are there. */
+        req->body_want = (size_t)len;
+        expect = gw_http_req_header(req, "expect");
+        if (req->wsi != NULL && expect != NULL &&
+            strcasecmp(expect, "100-continue") == 0) {
+            send_continue(req->wsi);
+        }
+        return true;
+    }
+    return false;
+}
+
+/* A request's head came in on wsi. */
 static int on_http(struct gw_http_server *srv, struct lws *wsi,
                    struct gw_http_req *open)
 {
     struct gw_http_req *req;
-    const char *expect;
-    long long len;
 
     if (open != NULL) {
         /* Input is paused until an answer is out: never here. */
@@ -316,33 +402,33 @@ static int on_http(struct gw_http_server *srv, struct lws *wsi,
         gw_log(GW_LOG_WARN, SUBJECT, "out of memory for a request; closing");
         return -1;
     }
-    len = content_length(req);
-    if (len < -1) {
-        gw_http_req_refuse(req, 400, "bad Content-Length");
-    } else if (gw_http_req_header(req, "transfer-encoding") != NULL) {
-        /* lws reads no chunked bodies */
-        gw_http_req_refuse(req, 411, "a body needs Content-Length");
-    } else if (len < 0 && (strcmp(req->method, "POST") == 0 ||
-                           strcmp(req->method, "PUT") == 0 ||
-                           strcmp(req->method, "PATCH") == 0)) {
-        /* No body ("curl -X POST"), but lws now takes whatever follows
-         * for one: the connection ends with the answer. */
-        req->keep_alive = false;
-        dispatch(req);
-    } else if (len > (long long)req->srv->max_body) {
-        gw_http_req_refuse(req, 413, "body too large");
-    } else if (len <= 0) {
-        dispatch(req);
-    } else if ((req->body = malloc((size_t)len + 1)) == NULL) {
-        gw_http_req_refuse(req, 503, "out of memory");
-    } else {
-        req->body_cap = (size_t)len;
-        expect = gw_http_req_header(req, "expect");
-        if (expect != NULL && strcasecmp(expect, "100-continue") == 0) {
-            send_continue(wsi);
-        }
-    }
+    (void)begin(req);
     return 0;
+}
+
+/* Room for more bytes of the body (and its NUL); false on OOM. */
+static bool body_reserve(struct gw_http_req *req, size_t more)
+{
+    size_t need = req->body_len + more;
+    size_t cap = req->body_cap != 0 ? req->body_cap : BODY_FIRST;
+    char *p;
+
+    if (need <= req->body_cap && req->body != NULL) {
+        return true;
+    }
+    while (cap < need) {
+        cap *= 2;
+    }
+    if (cap > req->body_want) {
+        cap = req->body_want;
+    }
+    if ((p = realloc(req->body, cap + 1)) == NULL) {
+        return false;
+    }
+    req->srv->stats.body_bytes += cap - req->body_cap;
+    req->body = p;
+    req->body_cap = cap;
+    return true;
 }
 
 static int on_body(struct gw_http_req *req, const void *in, size_t len)
@@ -350,8 +436,12 @@ static int on_body(struct gw_http_req *req, const void *in, size_t len)
     if (req == NULL || req->state != REQ_READING) {
         return 0; /* refused: lws reads what comes, we drop it */
     }
-    if (len > req->body_cap - req->body_len) {
+    if (len > req->body_want - req->body_len) {
         return -1; /* lws stops at Content-Length; never here */
+    }
+    if (!body_reserve(req, len)) {
+        gw_http_req_refuse(req, 503, "out of memory");
+        return 0;
     }
     memcpy(req->body + req->body_len, in, len);
     req->body_len += len;
@@ -361,6 +451,10 @@ static int on_body(struct gw_http_req *req, const void *in, size_t len)
 static void on_body_done(struct gw_http_req *req)
 {
     if (req != NULL && req->state == REQ_READING) {
+        if (!body_reserve(req, 0)) {
+            gw_http_req_refuse(req, 503, "out of memory");
+            return;
+        }
         req->body[req->body_len] = '\0';
         dispatch(req);
     }
@@ -405,6 +499,11 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
         if (req != NULL) {
             gw_http_req_lost(req);
         }
+        if (reason == LWS_CALLBACK_WSI_DESTROY &&
+            lws_get_opaque_user_data(wsi) != NULL) {
+            addr_release(srv, lws_get_opaque_user_data(wsi));
+            lws_set_opaque_user_data(wsi, NULL);
+        }
         return 0;
     case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: /* WebSocket, h2c */
         refuse_connection(wsi, "upgrade", in);
@@ -430,10 +529,127 @@ static void on_accept_resume(uv_timer_t *timer)
     }
 }
 
+/* The client's address as a table key (IPv4 v4-mapped) and as text. */
+static void addr_key(const struct sockaddr_storage *ss, unsigned char key[16],
+                     char *text, size_t cap)
+{
+    memset(key, 0, 16);
+    snprintf(text, cap, "?");
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &s4->sin_addr, 4);
+        inet_ntop(AF_INET, &s4->sin_addr, text, (socklen_t)cap);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+        memcpy(key, &s6->sin6_addr, 16);
+        if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+            inet_ntop(AF_INET, key + 12, text, (socklen_t)cap);
+        } else {
+            inet_ntop(AF_INET6, &s6->sin6_addr, text, (socklen_t)cap);
+        }
+    }
+}
+
+/* One connection less from a's address. */
+static void addr_release(struct gw_http_server *srv, struct conn_addr *a)
+{
+    srv->stats.connections--;
+    srv->addr_released = true;
+    if (--a->n == 0) {
+        HASH_DEL(srv->addrs, a);
+        free(a);
+    }
+}
+
+/* Refusals come in floods: one line per REFUSED_LOG_MS says how many. */
+static void log_refused(struct gw_http_server *srv, const char *peer,
+                        const char *why)
+{
+    uint64_t now = uv_now(srv->loop);
+
+    srv->stats.connections_refused++;
+    if (srv->refused_logged_ms != 0 &&
+        now - srv->refused_logged_ms < REFUSED_LOG_MS) {
+        srv->refused_unlogged++;
+        return;
+    }
+    gw_log(GW_LOG_WARN, SUBJECT,
+           "connection from %s refused: %s (%llu more refused before)", peer,
+           why, (unsigned long long)srv->refused_unlogged);
+    srv->refused_logged_ms = now;
+    srv->refused_unlogged = 0;
+}
+
+/*
+ * Counts the new connection against the limits: its address's entry
+ * (held by the connection until lws destroys it), or NULL when refused.
+ */
+static struct conn_addr *admit(struct gw_http_server *srv,
+                               const struct sockaddr_storage *ss)
+{
+    unsigned char key[16];
+    char peer[INET6_ADDRSTRLEN];
+    struct conn_addr *a = NULL;
+
+    addr_key(ss, key, peer, sizeof(peer));
+    if (srv->max_conns != 0 && srv->stats.connections >= srv->max_conns) {
+        log_refused(srv, peer, "http.max_connections reached");
+        return NULL;
+    }
+    HASH_FIND(hh, srv->addrs, key, sizeof(key), a);
+    if (a != NULL && srv->max_per_addr != 0 && a->n >= srv->max_per_addr) {
+        log_refused(srv, peer, "http.max_connections_per_address reached");
+        return NULL;
+    }
+    if (a == NULL) {
+        if ((a = calloc(1, sizeof(*a))) == NULL) {
+            log_refused(srv, peer, "out of memory");
+            return NULL;
+        }
+        memcpy(a->key, key, sizeof(key));
+        HASH_ADD(hh, srv->addrs, key, sizeof(a->key), a);
+        if (!GW_HASH_ADDED(a, hh)) {
+            free(a);
+            log_refused(srv, peer, "out of memory");
+            return NULL;
+        }
+    }
+    a->n++;
+    srv->stats.connections++;
+    return a;
+}
+
+static void adopt(struct gw_http_server *srv, int fd,
+                  const struct sockaddr_storage *ss)
+{
+    struct conn_addr *a = admit(srv, ss);
+    lws_adopt_desc_t desc;
+    int one = 1;
+
+    if (a == NULL) {
+        close(fd); /* at once: nothing is read or kept */
+        return;
+    }
+    /* Stream events are small writes that must not wait for ACKs. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    memset(&desc, 0, sizeof(desc));
+    desc.vh = srv->vh;
+    desc.type = LWS_ADOPT_SOCKET | LWS_ADOPT_HTTP;
+    desc.fd.sockfd = fd;
+    desc.opaque = a; /* given back when lws destroys the connection */
+    srv->addr_released = false;
+    if (lws_adopt_descriptor_vhost_via_info(&desc) == NULL) {
+        gw_log(GW_LOG_WARN, SUBJECT, "connection refused by lws");
+        if (!srv->addr_released) {
+            addr_release(srv, a);
+        }
+    }
+}
+
 static void on_accept(uv_poll_t *poll, int status, int events)
 {
     struct gw_http_server *srv = poll->data;
-    int one = 1;
 
     (void)events;
     if (status < 0) {
@@ -441,7 +657,10 @@ static void on_accept(uv_poll_t *poll, int status, int events)
         return;
     }
     for (int i = 0; i < ACCEPT_BATCH; i++) {
-        int fd = accept4(srv->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        int fd = accept4(srv->fd, (struct sockaddr *)&ss, &len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0 && (errno == EINTR || errno == ECONNABORTED)) {
             continue;
         }
@@ -457,11 +676,7 @@ static void on_accept(uv_poll_t *poll, int status, int events)
             }
             return;
         }
-        /* Stream events are small writes that must not wait for ACKs. */
-        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        if (lws_adopt_socket_vhost(srv->vh, fd) == NULL) {
-            gw_log(GW_LOG_WARN, SUBJECT, "connection refused by lws");
-        }
+        adopt(srv, fd, &ss);
     }
 }
 
@@ -567,7 +782,12 @@ int gw_http_server_init(uv_loop_t *loop, const struct gw_http_server_options *o,
     gw_list_init(&srv->reqs);
     srv->fd = -1;
     srv->max_body = o->max_body;
+    srv->on_head = o->on_head;
     srv->on_request = o->on_request;
+    srv->max_conns = o->max_connections > 0 ? (size_t)o->max_connections : 0;
+    srv->max_per_addr = o->max_connections_per_address > 0
+                            ? (size_t)o->max_connections_per_address
+                            : 0;
     srv->arg = o->arg;
     rc = listen_on(srv, o->listen, o->port);
     if (rc == 0 && (rc = create_context(srv)) != 0) {
@@ -596,6 +816,81 @@ int gw_http_server_init(uv_loop_t *loop, const struct gw_http_server_options *o,
     return 0;
 }
 
+int gw_http_server_init_detached(const struct gw_http_server_options *o,
+                                 struct gw_http_server **out)
+{
+    struct gw_http_server *srv;
+
+    if (o == NULL || out == NULL || o->on_request == NULL) {
+        return GW_EINVAL;
+    }
+    if ((srv = calloc(1, sizeof(*srv))) == NULL) {
+        return GW_ENOMEM;
+    }
+    gw_list_init(&srv->reqs);
+    srv->fd = -1;
+    srv->detached = true;
+    srv->max_body = o->max_body;
+    srv->on_head = o->on_head;
+    srv->on_request = o->on_request;
+    srv->arg = o->arg;
+    *out = srv;
+    return 0;
+}
+
+/* The status an answer (or stream) began with, 0 if none is queued. */
+static int queued_status(const struct gw_http_req *req)
+{
+    const struct out_buf *o = req->out_head;
+
+    if (o == NULL || o->len < 12 || memcmp(o->data, "HTTP/1.1 ", 9) != 0) {
+        return 0;
+    }
+    return (o->data[9] - '0') * 100 + (o->data[10] - '0') * 10 +
+           (o->data[11] - '0');
+}
+
+int gw_http_server_inject(struct gw_http_server *srv, const char *method,
+                          const char *target, const char *const *headers,
+                          size_t n_headers, const char *body, size_t len,
+                          size_t piece)
+{
+    struct gw_http_req *req;
+    int status;
+
+    if (srv == NULL || !srv->detached || srv->phase != SRV_RUNNING ||
+        method == NULL || target == NULL || (body == NULL && len > 0)) {
+        return GW_EINVAL;
+    }
+    req = gw_http_req_create_detached(srv, method, target, headers, n_headers);
+    if (req == NULL) {
+        return GW_EPROTO;
+    }
+    if (begin(req)) {
+        /* The body arrives in pieces, as reads from a socket would. */
+        size_t off = 0;
+        piece = piece > 0 ? piece : 1;
+        while (req->state == REQ_READING && off < req->body_want && off < len) {
+            size_t n = len - off < piece ? len - off : piece;
+            n = n < req->body_want - off ? n : req->body_want - off;
+            (void)on_body(req, body + off, n);
+            off += n;
+        }
+        if (req->state == REQ_READING && off < req->body_want) {
+            gw_http_req_lost(req); /* the client left mid-body */
+            return 0;
+        }
+        on_body_done(req);
+    }
+    status = queued_status(req);
+    if (req->state == REQ_FINISHING) {
+        gw_http_req_destroy(req);
+    } else {
+        gw_http_req_lost(req); /* a kept request: the client leaves */
+    }
+    return status;
+}
+
 int gw_http_server_port(const struct gw_http_server *srv)
 {
     return srv->port;
@@ -609,13 +904,30 @@ uint64_t gw_http_server_responses(const struct gw_http_server *srv, int status)
     return srv->responses[status - STATUS_MIN];
 }
 
+void gw_http_server_get_stats(const struct gw_http_server *srv,
+                              struct gw_http_server_stats *out)
+{
+    if (srv == NULL) {
+        memset(out, 0, sizeof(*out));
+        return;
+    }
+    *out = srv->stats;
+}
+
 static void handle_done(struct gw_http_server *srv)
 {
+    struct conn_addr *a, *tmp;
+
     if (--srv->handles_open > 0) {
         return;
     }
     if (srv->close_cb != NULL) {
         srv->close_cb(srv, srv->close_arg);
+    }
+    HASH_ITER(hh, srv->addrs, a, tmp) /* lws destroyed every connection */
+    {
+        HASH_DEL(srv->addrs, a);
+        free(a);
     }
     free(srv);
 }
@@ -674,6 +986,13 @@ void gw_http_server_close(struct gw_http_server *srv,
     srv->phase = SRV_DRAINING;
     srv->close_cb = cb;
     srv->close_arg = arg;
+    if (srv->detached) {
+        drop_all(srv);
+        srv->phase = SRV_CLOSED;
+        srv->handles_open = 1;
+        handle_done(srv);
+        return;
+    }
     if (srv->listening) {
         srv->listening = false;
         uv_poll_stop(&srv->listener);

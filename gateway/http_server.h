@@ -29,8 +29,27 @@ struct gw_http_server_options {
     const char *listen; /* IP literal or host name to bind */
     int port;           /* 0 = any free port (tests) */
     size_t max_body;    /* bodies over this get 413 without the handler */
+    /*
+     * Optional: sees each request once its head is complete, before any
+     * of its body is read (authorisation). Answering it there refuses the
+     * request: its body is never read and the connection closes after the
+     * answer. Not answering lets the body come; on_request follows. It
+     * must not keep req (no on_gone, no later answer).
+     */
+    gw_http_handler on_head;
     gw_http_handler on_request;
     void *arg;
+    /* Connections open at once, in all and from one client address; a
+     * connection over either is closed at once, counted and logged. 0 =
+     * no limit. */
+    int max_connections;
+    int max_connections_per_address;
+};
+
+struct gw_http_server_stats {
+    uint64_t connections_refused; /* over a connection limit */
+    uint64_t connections;         /* open now (a gauge) */
+    uint64_t body_bytes;          /* request body buffers held now */
 };
 
 /* Binds and listens. Errors are logged; GW_ECONFIG if the bind fails. */
@@ -47,6 +66,15 @@ int gw_http_server_port(const struct gw_http_server *srv);
  */
 uint64_t gw_http_server_responses(const struct gw_http_server *srv, int status);
 
+void gw_http_server_get_stats(const struct gw_http_server *srv,
+                              struct gw_http_server_stats *out);
+
+/*
+ * A Content-Length value: plain decimal digits (at most 10^12), else
+ * GW_EMALFORMED (also "5,5" from a repeated header); -1 for NULL.
+ */
+long long gw_http_content_length(const char *value);
+
 /*
  * Closes every connection (streams end, requests waiting for an answer
  * get their on_gone callback, before this returns unless it is called
@@ -56,6 +84,28 @@ uint64_t gw_http_server_responses(const struct gw_http_server *srv, int status);
 void gw_http_server_close(struct gw_http_server *srv,
                           void (*cb)(struct gw_http_server *srv, void *arg),
                           void *arg);
+
+/* ---- without a socket (tests, fuzzing) --------------------------------- */
+
+/* A server that listens nowhere: its requests come from
+ * gw_http_server_inject; closing it is immediate (cb runs before return). */
+GW_MUST_CHECK int
+gw_http_server_init_detached(const struct gw_http_server_options *o,
+                             struct gw_http_server **out);
+
+/*
+ * Runs one request through the server as if a client had sent it: method,
+ * target "path[?query]" (not decoded), headers as name, value pairs (a
+ * repeated name is joined by ','), and body, read in pieces of piece
+ * bytes up to Content-Length (fewer bytes: the client leaves mid-body).
+ * The answer is formatted and dropped; a request the handler kept is
+ * then lost (on_gone). Returns the answer's status, 0 if none, or
+ * GW_EPROTO for a request line lws would not pass.
+ */
+int gw_http_server_inject(struct gw_http_server *srv, const char *method,
+                          const char *target, const char *const *headers,
+                          size_t n_headers, const char *body, size_t len,
+                          size_t piece);
 
 /* ---- the request: valid from the handler until it is answered or gone */
 

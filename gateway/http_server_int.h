@@ -15,6 +15,7 @@
 #include <libwebsockets.h>
 #include <uv.h>
 
+#include "common/hash.h"
 #include "common/list.h"
 #include "gateway/http_server.h"
 #include "gateway/lws_uv.h"
@@ -63,12 +64,20 @@ struct gw_http_req {
     char peer[INET6_ADDRSTRLEN];
     char *path, *query;
     struct hdr *hdrs;
-    char *body;
+    char *body; /* grows as the body arrives, never ahead of it */
     size_t body_len, body_cap;
+    size_t body_want; /* the announced Content-Length */
     struct out_buf *out_head, *out_tail;
     size_t out_bytes;
     void (*gone_cb)(struct gw_http_req *req, void *arg);
     void *gone_arg;
+};
+
+/* The connections open from one client address (IPv4 as v4-mapped). */
+struct conn_addr {
+    UT_hash_handle hh;
+    unsigned char key[16];
+    unsigned n;
 };
 
 enum srv_phase {
@@ -88,9 +97,17 @@ struct gw_http_server {
     uv_timer_t timer; /* accept pauses, then shutdown steps */
     int handles_open; /* listener, timer and watches not yet closed */
     bool listening;
+    bool detached; /* no listener, no lws: requests are injected */
     size_t max_body;
+    gw_http_handler on_head;
     gw_http_handler on_request;
     void *arg;
+    size_t max_conns, max_per_addr; /* 0: no limit */
+    struct conn_addr *addrs;        /* uthash by key */
+    bool addr_released;             /* a connection's count was given back */
+    uint64_t refused_logged_ms;     /* the last refusal logged */
+    uint64_t refused_unlogged;      /* refusals since, not logged */
+    struct gw_http_server_stats stats;
     struct gw_list reqs; /* every request not yet freed */
     unsigned busy;       /* a handler or on_gone of ours is running */
     enum srv_phase phase;
@@ -103,6 +120,17 @@ struct gw_http_server {
  * OOM (http_request.c). */
 struct gw_http_req *gw_http_req_create(struct gw_http_server *srv,
                                        struct lws *wsi);
+
+/*
+ * A request without a connection (gw_http_server_inject): method, target
+ * "path[?query]" and headers as name, value pairs; NULL when the request
+ * line is not one lws would pass, or on OOM (http_request.c).
+ */
+struct gw_http_req *gw_http_req_create_detached(struct gw_http_server *srv,
+                                                const char *method,
+                                                const char *target,
+                                                const char *const *headers,
+                                                size_t n_headers);
 
 /* Unties req from its connection and frees it (http_request.c). */
 void gw_http_req_destroy(struct gw_http_req *req);

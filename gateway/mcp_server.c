@@ -216,7 +216,21 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
                       GW_RPC_INVALID_REQUEST, "unknown device");
         return;
     }
-    if ((rc = gw_mcp_client_create(p->srv, p->client_id, version, &cl)) != 0) {
+    rc = gw_mcp_client_create(p->srv, p->client_id, version, &cl);
+    if (rc == GW_ELIMIT) {
+        char text[128];
+        snprintf(text, sizeof(text),
+                 "too many sessions (mcp.max_sessions %d): end one with "
+                 "DELETE, or retry later",
+                 config(p->srv)->mcp.max_sessions);
+        gw_log(GW_LOG_WARN, "mcp", "initialize from %s refused: %s",
+               gw_http_req_peer(p->req), text);
+        msg = gw_rpc_error(rpc->id, GW_MCP_SESSIONS_FULL, text);
+        gw_mcp_respond(p->req, NULL, 503, msg);
+        cJSON_Delete(msg);
+        return;
+    }
+    if (rc != 0) {
         gw_log(GW_LOG_ERROR, "mcp", "cannot create a session: %s",
                gw_strerror(rc));
         msg = gw_rpc_error(rpc->id, GW_RPC_INTERNAL_ERROR,

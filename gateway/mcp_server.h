@@ -18,9 +18,10 @@ struct gw_mcp_server;
 struct gw_mcp_server_stats {
     uint64_t sessions_opened;
     uint64_t sessions_expired;
-    uint64_t requests;     /* JSON-RPC requests handled */
-    uint64_t rejected;     /* HTTP 4xx answered */
-    uint64_t streams_open; /* GET streams now open (a gauge) */
+    uint64_t sessions_refused; /* initialize with mcp.max_sessions open */
+    uint64_t requests;         /* JSON-RPC requests handled */
+    uint64_t rejected;         /* HTTP 4xx answered */
+    uint64_t streams_open;     /* GET streams now open (a gauge) */
 };
 
 /* What the MCP server needs of the instance. */

@@ -1,6 +1,6 @@
 /*
  * The MCP server's sessions (see mcp_server_int.h): the table with its
- * least-recently-used limit, GET streams and their keepalives, tool calls
+ * limit, GET streams and their keepalives, tool calls
  * waiting for a device, and the POSTs whose answers wait for those calls.
  */
 
@@ -373,32 +373,6 @@ void gw_mcp_client_end(struct gw_mcp_client *cl, const char *why)
     free(cl);
 }
 
-/* Idle sessions go first; among equals the one unused the longest. */
-static void evict_one(struct gw_mcp_server *srv, int limit)
-{
-    struct gw_mcp_client *cl, *tmp, *victim = NULL;
-    bool victim_busy = true;
-
-    HASH_ITER(hh, srv->clients, cl, tmp)
-    {
-        bool busy = cl->n_streams != 0 || cl->n_calls != 0;
-        if (victim == NULL || (victim_busy && !busy) ||
-            (busy == victim_busy && cl->last_used_ms < victim->last_used_ms)) {
-            victim = cl;
-            victim_busy = busy;
-        }
-    }
-    if (victim == NULL) {
-        return;
-    }
-    gw_log(GW_LOG_WARN, victim->subject,
-           "mcp.max_sessions (%d) reached: expiring the least recently "
-           "used session (idle %llu ms)",
-           limit, (unsigned long long)(now_ms(srv) - victim->last_used_ms));
-    srv->stats.sessions_expired++;
-    gw_mcp_client_end(victim, "expired to make room");
-}
-
 static int new_session_id(struct gw_mcp_server *srv,
                           char out[GW_MCP_SESSION_ID_LEN + 1])
 {
@@ -423,10 +397,12 @@ int gw_mcp_client_create(struct gw_mcp_server *srv, const char *client_id,
     struct gw_mcp_client *cl;
     int rc;
 
-    while (cfg->mcp.max_sessions > 0 &&
-           srv->n_clients >= (size_t)cfg->mcp.max_sessions &&
-           srv->clients != NULL) {
-        evict_one(srv, cfg->mcp.max_sessions);
+    /* A full table refuses the newcomer: evicting would let anyone who
+     * may initialize end the sessions of everyone else. */
+    if (cfg->mcp.max_sessions > 0 &&
+        srv->n_clients >= (size_t)cfg->mcp.max_sessions) {
+        srv->stats.sessions_refused++;
+        return GW_ELIMIT;
     }
     if ((cl = calloc(1, sizeof(*cl))) == NULL) {
         return GW_ENOMEM;

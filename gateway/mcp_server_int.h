@@ -17,6 +17,9 @@
 #include "codec/jsonrpc.h"
 #include "gateway/mcp_server.h"
 
+/* initialize refused: mcp.max_sessions are open (HTTP 503). */
+#define GW_MCP_SESSIONS_FULL (-32005)
+
 /* 16 random bytes as lowercase hex. */
 #define GW_MCP_SESSION_ID_LEN 32
 
@@ -84,8 +87,8 @@ GW_MUST_CHECK int gw_mcp_clients_start(struct gw_mcp_server *srv);
 /* Ends every client, then closes the timer, whose callback frees srv. */
 void gw_mcp_clients_stop(struct gw_mcp_server *srv);
 
-/* A new client bound to client_id ("" = aggregated); makes room at
- * mcp.max_sessions by expiring the least recently used one. */
+/* A new client bound to client_id ("" = aggregated); GW_ELIMIT (counted)
+ * when mcp.max_sessions are open: no session is evicted for it. */
 GW_MUST_CHECK int gw_mcp_client_create(struct gw_mcp_server *srv,
                                        const char *client_id,
                                        const char *version,

@@ -15,6 +15,7 @@
 #include "gateway/backend_ws.h"
 #include "gateway/counters.h"
 #include "gateway/device_table.h"
+#include "gateway/http_server.h"
 #include "gateway/session.h"
 #include "gateway/udp_audio.h"
 
@@ -34,6 +35,9 @@ struct gw_metrics_sources {
     const struct gw_mcp_server *mcp_server;
     /* Responses sent with an HTTP status, when the API runs. */
     uint64_t (*http_responses)(const void *arg, int status);
+    /* Its connections and buffered bodies, when the API runs. */
+    void (*http_server_stats)(const void *arg,
+                              struct gw_http_server_stats *out);
     const void *http_arg;
 };
 

@@ -3,7 +3,9 @@
 # with its HTTP API, stock simulated devices (most of them online with no
 # conversation) and the mock backend as the xiaozhi server's MCP client;
 # MCP clients are the official SDK (tests/mcp/client.mjs), raw HTTP checks
-# (tests/mcp/http_checks.mjs) and curl for the manager-api routes.
+# (tests/mcp/http_checks.mjs), curl for the manager-api routes, and
+# unauthenticated connections announcing big bodies
+# (tests/mcp/http_memory.mjs).
 GW=$1
 src=$2
 SIM=$3
@@ -339,6 +341,52 @@ while IFS= read -r line; do
     esac
 done <"$GW_TMP/i.out"
 check "http_checks.mjs ran every check and passed (exit $rc)" test "$rc" -eq 0
+
+echo "# j. what clients without credentials can make the gateway hold"
+code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 5 -H 'Host: evil.example' \
+    -H "Authorization: Bearer $TOKEN" "$BASE/api/devices")
+check "a Host the gateway does not know (DNS rebinding) gets 421 ($code)" \
+    test "$code" = 421
+ids=$(jq -nc '{clientIds: [range(4097) | "d\(.)"]}')
+code=$(mgr "$tok" "/api/devices/status" "$ids")
+check "POST /api/devices/status with 4097 ids gets 413 ($code)" test "$code" = 413
+check "saying the cap" \
+    jq -e '.error == "at most 4096 clientIds per request"' "$GW_TMP/mgr.json"
+# 200 connections at once, each announcing a 256 KiB body to /mcp without
+# a token and sending 200 KiB of it (this held ~40 MB before the head was
+# checked first and bodies grew as they came).
+node "$src/tests/mcp/http_memory.mjs" --port "$HTTP_PORT" --pid "$GW_PID" \
+    >"$GW_TMP/j.json" 2>&1
+m=$(tail -n 1 "$GW_TMP/j.json")
+echo "# $m"
+check "every unauthenticated connection was answered 401 or refused, none held" \
+    jq -e '.ends.open == 0 and ((.ends["401"] // 0) + (.ends.closed // 0)) == 200
+        and (.ends["401"] // 0) >= 1' <<<"$m"
+check "the gateway grew by less than 16 MiB ($(jq .growth_kib <<<"$m") KiB)" \
+    jq -e '.growth_kib < 16384' <<<"$m"
+check "connections over http.max_connections_per_address were refused and logged" \
+    wait_for_line "$GW_LOG" 'connection from 127\.0\.0\.1 refused: http\.max_connections_per_address'
+
+echo "# k. without http.token the MCP server is off"
+# Its broker port is a closed one: it never joins the devices' broker.
+p2=$(free_port)
+dead=$(free_port)
+jq --argjson p "$p2" --argjson d "$dead" \
+    '.http.token = "" | .http.port = $p | .mqtt.port = $d | .udp.port = 0 |
+        .instance = "mcp-off"' \
+    "$cfg" >"$GW_TMP/gw-off.json"
+"$GW" -c "$GW_TMP/gw-off.json" >"$GW_TMP/gw-off.log" 2>&1 &
+off_pid=$!
+peer_log "$GW_TMP/gw-off.log"
+check "a gateway without a token says at start that the MCP server is off and how to enable it" \
+    wait_for_line "$GW_TMP/gw-off.log" 'MCP server off: http.token is not set.*"token"'
+check "its API listens" wait_for_line "$GW_TMP/gw-off.log" "API on 127.0.0.1 port $p2 "
+code=$(curl -sS -o "$GW_TMP/off.json" -w '%{http_code}' --max-time 5 -X POST \
+    -H 'Content-Type: application/json' --data '{"jsonrpc":"2.0","id":1,"method":"ping"}' \
+    "http://127.0.0.1:$p2/mcp")
+check "and /mcp refuses with 403 ($code)" test "$code" = 403
+check "saying to set http.token" grep -q 'set http.token' "$GW_TMP/off.json"
+stop_pid "$off_pid"
 
 echo "# the end: devices' own counts, a clean stop"
 r=$(end_device s)

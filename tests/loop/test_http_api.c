@@ -1,8 +1,9 @@
 /*
- * The HTTP API of a real instance (no broker behind it): Origin and token
- * checks, /healthz, /metrics in the Prometheus format, /api/devices, and
+ * The HTTP API of a real instance (no broker behind it): Host, Origin and
+ * token checks, /healthz, /metrics in the Prometheus format, /api/devices,
  * the manager-api routes with their daily token, up to a command that
- * times out at a device that never answers.
+ * times out at a device that never answers, the MCP server off without a
+ * token, and its session table when full.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 #include "crypto/credential.h"
 #include "gateway/http_api.h"
 #include "gateway/instance.h"
+#include "gateway/mcp_server.h"
 #include "common/log.h"
 #include "fixture.h"
 #include "http_client.h"
@@ -39,6 +41,8 @@ static struct {
     bool stopped;
     int port;
     char daily[GW_CREDENTIAL_DAILY_TOKEN_LEN + 1];
+    const char *token; /* http.token of the next start() */
+    const char *host;  /* what ask() sends as Host */
 } T;
 
 static void start(const char *manager_key)
@@ -55,11 +59,13 @@ static void start(const char *manager_key)
         "\"udp\":{\"bind\":\"127.0.0.1\",\"port\":0,"
         "\"public_host\":\"127.0.0.1\"},"
         "\"backends\":[{\"name\":\"main\",\"url\":\"ws://127.0.0.1:9/\"}],"
-        "\"http\":{\"listen\":\"127.0.0.1\",\"port\":%d,\"token\":\"" TOKEN
-        "\",\"manager_key\":\"%s\","
-        "\"allowed_origins\":[\"https://console.example\"]},"
-        "\"mcp\":{\"discover\":false,\"call_timeout_ms\":200}}",
-        gw_fixture_free_port(SOCK_STREAM), T.port, manager_key);
+        "\"http\":{\"listen\":\"127.0.0.1\",\"port\":%d,\"token\":\"%s\","
+        "\"manager_key\":\"%s\","
+        "\"allowed_origins\":[\"https://console.example\"],"
+        "\"allowed_hosts\":[\"gw.example\"]},"
+        "\"mcp\":{\"discover\":false,\"call_timeout_ms\":200,"
+        "\"max_sessions\":2}}",
+        gw_fixture_free_port(SOCK_STREAM), T.port, T.token, manager_key);
     assert_int_equal(
         gw_config_load_string(text, (size_t)n, "test", &cfg, err, sizeof(err)),
         0);
@@ -76,6 +82,8 @@ static int setup(void **state)
 {
     (void)state;
     memset(&T, 0, sizeof(T));
+    T.token = TOKEN;
+    T.host = "localhost";
     gw_fixture_loop_init(&T.fx);
     start(MANAGER_KEY);
     return 0;
@@ -97,20 +105,23 @@ static int teardown(void **state)
     return 0;
 }
 
-/* One request on a fresh connection; r gets the answer. */
+/* One request (Host: T.host) on a fresh connection; r gets the answer. */
 static void ask(const char *method, const char *path, const char *headers,
                 const char *body, struct hc_resp *r)
 {
     static struct hc_client c;
-    char req[4096];
+    size_t cap = 4096 + (body != NULL ? strlen(body) : 0);
+    char *req = malloc(cap);
 
-    snprintf(req, sizeof(req),
-             "%s %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %zu\r\n\r\n%s",
-             method, path, headers != NULL ? headers : "",
+    assert_non_null(req);
+    snprintf(req, cap,
+             "%s %s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %zu\r\n\r\n%s",
+             method, path, T.host, headers != NULL ? headers : "",
              body != NULL ? strlen(body) : 0, body != NULL ? body : "");
     hc_open(&c, &T.fx.loop, &T.fx.timed_out, "127.0.0.1", T.port);
     hc_get(&c, req, r);
     hc_close(&c);
+    free(req);
 }
 
 static cJSON *json_of(const struct hc_resp *r)
@@ -318,6 +329,11 @@ static void test_metrics(void **state)
     ask("GET", "/metrics", AUTH, NULL, &r);
     assert_non_null(
         strstr(r.body, "\nhybridgw_http_responses_total{code=\"200\"} 1\n"));
+    /* This request's own connection is the one open; no body is held. */
+    assert_non_null(strstr(r.body, "\nhybridgw_http_connections 1\n"));
+    assert_non_null(strstr(r.body, "\nhybridgw_http_body_bytes 0\n"));
+    assert_non_null(
+        strstr(r.body, "\nhybridgw_http_connections_refused_total 0\n"));
 }
 
 /* The broker says DEVICE is online (as the plugin's presence would). */
@@ -472,7 +488,7 @@ static void test_command_client_leaves(void **state)
         "{\"type\":\"mcp\",\"payload\":{\"method\":\"tools/call\","
         "\"params\":{\"name\":\"self.get_device_status\"}}}";
     snprintf(req, sizeof(req),
-             "POST /api/commands/" DEVICE " HTTP/1.1\r\nHost: x\r\n"
+             "POST /api/commands/" DEVICE " HTTP/1.1\r\nHost: localhost\r\n"
              "Authorization: Bearer %s\r\nContent-Length: %zu\r\n\r\n%s",
              T.daily, strlen(body), body);
     hc_open(&c, &T.fx.loop, &T.fx.timed_out, "127.0.0.1", T.port);
@@ -498,7 +514,7 @@ static void test_stop_while_waiting(void **state)
     static const char body[] =
         "{\"type\":\"mcp\",\"payload\":{\"method\":\"tools/list\"}}";
     snprintf(req, sizeof(req),
-             "POST /api/commands/" DEVICE " HTTP/1.1\r\nHost: x\r\n"
+             "POST /api/commands/" DEVICE " HTTP/1.1\r\nHost: localhost\r\n"
              "Authorization: Bearer %s\r\nContent-Length: %zu\r\n\r\n%s",
              T.daily, strlen(body), body);
     hc_open(&c, &T.fx.loop, &T.fx.timed_out, "127.0.0.1", T.port);
@@ -531,6 +547,193 @@ static void test_manager_routes_off(void **state)
     assert_int_equal(r.status, 404);
 }
 
+static void test_host_header(void **state)
+{
+    static const char *const good[] = {
+        "localhost",   "localhost:8007", "LocalHost.",  "app.localhost:3000",
+        "127.0.0.1",   "127.0.0.1:80",   "[::1]:8007",  "[::1]",
+        "192.0.2.7:1", "gw.example",     "GW.EXAMPLE:8"};
+    static const char *const bad[] = {"evil.example",
+                                      "localhost.evil.example",
+                                      "127.0.0.1.nip.io",
+                                      "gw.example.evil",
+                                      "[::1",
+                                      "localhost:x",
+                                      "localhost:123456",
+                                      ":80",
+                                      "gw.example:"};
+    struct hc_resp r;
+    uint64_t before = gw_http_api_responses(T.inst->api, 421);
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        T.host = good[i];
+        ask("GET", "/api/devices", AUTH, NULL, &r);
+        assert_int_equal(r.status, 200);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        T.host = bad[i];
+        ask("GET", "/api/devices", AUTH, NULL, &r);
+        assert_int_equal(r.status, 421);
+        ask("GET", "/healthz", NULL, NULL, &r);
+        assert_int_equal(r.status, 421);
+        /* Refused before a body is read, even with the right token. */
+        ask("POST", "/mcp", AUTH "Content-Type: application/json\r\n",
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", &r);
+        assert_int_equal(r.status, 421);
+        assert_non_null(strstr(r.body, "host not allowed"));
+    }
+    assert_int_equal(gw_http_api_responses(T.inst->api, 421) - before,
+                     3 * (sizeof(bad) / sizeof(bad[0])));
+}
+
+#define INIT_BODY                                                              \
+    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"     \
+    "\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},"                  \
+    "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}"
+#define MCP_HEADERS                                                            \
+    AUTH "Content-Type: application/json\r\n"                                  \
+         "Accept: application/json, text/event-stream\r\n"
+
+static void test_mcp_off_without_token(void **state)
+{
+    struct hc_resp r;
+
+    (void)state;
+    gw_instance_close(T.inst, on_stopped, NULL);
+    GW_FIXTURE_RUN_UNTIL(&T.fx, T.stopped);
+    T.stopped = false;
+    T.token = "";
+    start(MANAGER_KEY);
+    ask("POST", "/mcp", MCP_HEADERS, INIT_BODY, &r);
+    assert_int_equal(r.status, 403);
+    assert_non_null(strstr(r.body, "set http.token"));
+    ask("GET", "/mcp/devices/" DEVICE_PATH, NULL, NULL, &r);
+    assert_int_equal(r.status, 403);
+    /* The rest of the operator's API stays as it was without a token. */
+    ask("GET", "/api/devices", NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+}
+
+/* initialize on /mcp: the status, and the session id into sid. */
+static int mcp_initialize(char sid[64])
+{
+    struct hc_resp r;
+
+    ask("POST", "/mcp", MCP_HEADERS, INIT_BODY, &r);
+    if (hc_header(r.head, "mcp-session-id", sid, 64) == NULL) {
+        sid[0] = '\0';
+    }
+    return r.status;
+}
+
+/* A ping in session sid: the HTTP status. */
+static int mcp_ping(const char *sid)
+{
+    struct hc_resp r;
+    char h[512];
+
+    snprintf(h, sizeof(h),
+             MCP_HEADERS "Mcp-Session-Id: %s\r\n"
+                         "MCP-Protocol-Version: 2025-11-25\r\n",
+             sid);
+    ask("POST", "/mcp", h, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}",
+        &r);
+    return r.status;
+}
+
+static void test_mcp_sessions_full(void **state)
+{
+    char a[64], b[64], c[64];
+    struct hc_resp r;
+    struct gw_mcp_server_stats st;
+    cJSON *doc;
+
+    (void)state;
+    assert_int_equal(mcp_initialize(a), 200);
+    assert_int_equal(mcp_initialize(b), 200);
+    assert_true(a[0] != '\0' && b[0] != '\0');
+    /* mcp.max_sessions is 2: the third is refused, nobody is evicted. */
+    ask("POST", "/mcp", MCP_HEADERS, INIT_BODY, &r);
+    assert_int_equal(r.status, 503);
+    assert_null(hc_header(r.head, "mcp-session-id", c, sizeof(c)));
+    doc = cJSON_Parse(r.body);
+    assert_non_null(doc);
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(doc, "error");
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(err, "code")->valueint,
+                     -32005);
+    assert_non_null(strstr(json_str(err, "message"), "mcp.max_sessions 2"));
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(doc, "id")->valueint, 1);
+    cJSON_Delete(doc);
+    assert_int_equal(mcp_ping(a), 200);
+    assert_int_equal(mcp_ping(b), 200);
+    gw_mcp_server_get_stats(T.inst->mcp_server, &st);
+    assert_int_equal(st.sessions_refused, 1);
+    assert_int_equal(st.sessions_expired, 0);
+    ask("GET", "/metrics", AUTH, NULL, &r);
+    assert_non_null(
+        strstr(r.body, "\nhybridgw_mcp_server_sessions_refused_total 1\n"));
+    /* A session that ends makes room. */
+    char h[512];
+    snprintf(h, sizeof(h), AUTH "Mcp-Session-Id: %s\r\n", a);
+    ask("DELETE", "/mcp", h, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(mcp_initialize(c), 200);
+    assert_int_equal(mcp_ping(b), 200);
+}
+
+/* {"clientIds":["d00000",..]} with n ids, every 'dup'th a repeat. */
+static char *status_body(int n, int dup)
+{
+    char *body = malloc((size_t)n * 12 + 32);
+    size_t len;
+
+    assert_non_null(body);
+    len = (size_t)sprintf(body, "{\"clientIds\":[");
+    for (int i = 0; i < n; i++) {
+        len += (size_t)sprintf(body + len, "%s\"d%05d\"", i > 0 ? "," : "",
+                               dup > 0 && i % dup == dup - 1 ? 0 : i);
+    }
+    memcpy(body + len, "]}", 3);
+    return body;
+}
+
+static void test_manager_status_bounded(void **state)
+{
+    struct hc_resp r;
+    char h[256];
+    char *body;
+    cJSON *doc;
+    uint64_t t0, ms;
+
+    (void)state;
+    snprintf(h, sizeof(h), DAILY_AUTH "Content-Type: application/json\r\n",
+             T.daily);
+    /* Over the cap: refused, saying what the cap is. */
+    body = status_body(4097, 0);
+    ask("POST", "/api/devices/status", h, body, &r);
+    free(body);
+    assert_int_equal(r.status, 413);
+    doc = json_of(&r);
+    assert_false(json_bool(doc, "success"));
+    assert_string_equal(json_str(doc, "error"),
+                        "at most 4096 clientIds per request");
+    cJSON_Delete(doc);
+    /* At the cap, with repeats: one lookup each, a repeat answered once. */
+    body = status_body(4096, 4);
+    t0 = uv_hrtime();
+    ask("POST", "/api/devices/status", h, body, &r);
+    ms = (uv_hrtime() - t0) / 1000000;
+    free(body);
+    print_message("4096 ids answered in %llu ms\n", (unsigned long long)ms);
+    assert_int_equal(r.status, 200);
+    doc = json_of(&r);
+    assert_int_equal(cJSON_GetArraySize(doc), 4096 - 4096 / 4);
+    assert_false(
+        json_bool(cJSON_GetObjectItemCaseSensitive(doc, "d00000"), "exists"));
+    cJSON_Delete(doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -546,6 +749,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stop_while_waiting, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_manager_routes_off, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_host_header, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mcp_off_without_token, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mcp_sessions_full, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_manager_status_bounded, setup,
                                         teardown),
     };
 

@@ -1,7 +1,9 @@
 /*
  * The HTTP server against raw TCP clients on the same loop: requests with
  * queries, headers and bodies, refusals, deferred answers, keep-alive,
- * streams, clients that leave, and closing the server under load.
+ * streams, clients that leave, closing the server under load, refusals
+ * from the head before any body is read, bodies that grow as they arrive,
+ * connection limits, and what 200 unauthorised clients make it hold.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,7 +22,10 @@
 #include "fixture.h"
 #include "http_client.h"
 
-#define MAX_BODY 1024
+#define MAX_BODY  1024
+#define BIG_BODY  (256 * 1024) /* announced by the memory test's clients */
+#define N_IDLE    200          /* its connections */
+#define IDLE_SENT (200 * 1024) /* body bytes each of them sends */
 
 static struct {
     struct gw_fixture fx;
@@ -36,6 +41,8 @@ static struct {
     int burst_writes, burst_rc;
     char late_sid[64]; /* Mcp-Session-Id read after the handler returned */
     bool late_xtest_null;
+    int heads;                        /* requests on_head saw */
+    struct gw_http_server_stats peak; /* highest body_bytes seen by a poll */
 } T;
 
 #define RUN_UNTIL(cond) GW_FIXTURE_RUN_UNTIL(&T.fx, cond)
@@ -133,7 +140,7 @@ static void on_request(struct gw_http_req *req, void *arg)
 
     assert_ptr_equal(arg, &T);
     T.requests++;
-    if (strcmp(path, "/echo") == 0) {
+    if (strcmp(path, "/echo") == 0 || strcmp(path, "/private") == 0) {
         echo(req);
         return;
     }
@@ -161,37 +168,27 @@ static void on_request(struct gw_http_req *req, void *arg)
     }
 }
 
+/* Requests to /private need "Authorization: Bearer ok" from their head. */
+static void on_head(struct gw_http_req *req, void *arg)
+{
+    static const char *const challenge[] = {"WWW-Authenticate: Bearer", NULL};
+    const char *auth = gw_http_req_header(req, "authorization");
+
+    assert_ptr_equal(arg, &T);
+    T.heads++;
+    if (strncmp(gw_http_req_path(req), "/private", 8) == 0 &&
+        (auth == NULL || strcmp(auth, "Bearer ok") != 0)) {
+        assert_int_equal(
+            gw_http_respond(req, 401, "text/plain", challenge, "no", 2), 0);
+    }
+}
+
 static void open_client(struct hc_client *c, const char *ip)
 {
     hc_open(c, &T.fx.loop, &T.fx.timed_out, ip, T.port);
 }
 
 /* ---- setup ------------------------------------------------------------ */
-
-static void start_server(const char *listen)
-{
-    struct gw_http_server_options o = {
-        .listen = listen,
-        .port = 0,
-        .max_body = MAX_BODY,
-        .on_request = on_request,
-        .arg = &T,
-    };
-
-    assert_int_equal(gw_http_server_init(&T.fx.loop, &o, &T.srv), 0);
-    T.port = gw_http_server_port(T.srv);
-    assert_true(T.port > 0);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    memset(&T, 0, sizeof(T));
-    gw_fixture_loop_init(&T.fx);
-    uv_timer_init(&T.fx.loop, &T.work);
-    start_server("127.0.0.1");
-    return 0;
-}
 
 static void on_srv_closed(struct gw_http_server *srv, void *arg)
 {
@@ -205,6 +202,47 @@ static void stop_server(void)
     gw_http_server_close(T.srv, on_srv_closed, &T);
     RUN_UNTIL(T.srv_closed);
     T.srv = NULL;
+}
+
+static void start_server_with(const char *listen, size_t max_body,
+                              int max_conns, int max_per_addr)
+{
+    struct gw_http_server_options o = {
+        .listen = listen,
+        .port = 0,
+        .max_body = max_body,
+        .on_head = on_head,
+        .on_request = on_request,
+        .arg = &T,
+        .max_connections = max_conns,
+        .max_connections_per_address = max_per_addr,
+    };
+
+    assert_int_equal(gw_http_server_init(&T.fx.loop, &o, &T.srv), 0);
+    T.port = gw_http_server_port(T.srv);
+    assert_true(T.port > 0);
+}
+
+static void start_server(const char *listen)
+{
+    start_server_with(listen, MAX_BODY, 0, 0);
+}
+
+static void restart_server(size_t max_body, int max_conns, int max_per_addr)
+{
+    stop_server();
+    T.srv_closed = false;
+    start_server_with("127.0.0.1", max_body, max_conns, max_per_addr);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&T, 0, sizeof(T));
+    gw_fixture_loop_init(&T.fx);
+    uv_timer_init(&T.fx.loop, &T.work);
+    start_server("127.0.0.1");
+    return 0;
 }
 
 /* Every handle closed: nothing of lws or the server is left on the loop. */
@@ -551,6 +589,296 @@ static void test_bind_fails(void **state)
     assert_null(other);
 }
 
+/* ---- what clients can make the server hold ---------------------------- */
+
+/* A small client for many connections at once (hc_client is 256 KiB). */
+struct lite {
+    uv_tcp_t tcp;
+    uv_connect_t connect;
+    uv_write_t head_w, body_w;
+    char rx[512];
+    size_t rx_len;
+    bool connected, written, eof, closed;
+};
+
+static struct lite lites[N_IDLE];
+static char idle_body[IDLE_SENT];
+
+static void lite_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf)
+{
+    struct lite *l = h->data;
+
+    (void)size;
+    buf->base = l->rx + l->rx_len;
+    buf->len = sizeof(l->rx) - 1 - l->rx_len;
+}
+
+static void lite_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct lite *l = s->data;
+
+    (void)buf;
+    if (n > 0) {
+        l->rx_len += (size_t)n;
+        l->rx[l->rx_len] = '\0';
+    }
+    if (n < 0 || l->rx_len + 1 >= sizeof(l->rx)) {
+        l->eof = true;
+        uv_read_stop(s);
+    }
+}
+
+static void lite_connected(uv_connect_t *req, int status)
+{
+    struct lite *l = req->data;
+
+    assert_int_equal(status, 0);
+    l->connected = true;
+    uv_read_start((uv_stream_t *)&l->tcp, lite_alloc, lite_read);
+}
+
+static void lite_written(uv_write_t *w, int status)
+{
+    (void)status; /* a refused connection may fail its write */
+    ((struct lite *)w->data)->written = true;
+}
+
+/* A connection to the server from the loopback address ip. */
+static void lite_open(struct lite *l, const char *ip)
+{
+    struct sockaddr_in sa, from;
+
+    memset(l, 0, sizeof(*l));
+    assert_int_equal(uv_ip4_addr("127.0.0.1", T.port, &sa), 0);
+    assert_int_equal(uv_ip4_addr(ip, 0, &from), 0);
+    uv_tcp_init(&T.fx.loop, &l->tcp);
+    assert_int_equal(uv_tcp_bind(&l->tcp, (struct sockaddr *)&from, 0), 0);
+    l->tcp.data = l;
+    l->connect.data = l;
+    assert_int_equal(uv_tcp_connect(&l->connect, &l->tcp,
+                                    (struct sockaddr *)&sa, lite_connected),
+                     0);
+}
+
+/* Sends head and, from the shared buffer, body bytes (not copied). */
+static void lite_send(struct lite *l, const char *head, size_t body_len)
+{
+    uv_buf_t hb = uv_buf_init((char *)head, (unsigned)strlen(head));
+    uv_buf_t bb = uv_buf_init(idle_body, (unsigned)body_len);
+
+    l->head_w.data = l;
+    l->body_w.data = l;
+    assert_int_equal(uv_write(&l->head_w, (uv_stream_t *)&l->tcp, &hb, 1,
+                              body_len > 0 ? NULL : lite_written),
+                     0);
+    if (body_len > 0) {
+        assert_int_equal(
+            uv_write(&l->body_w, (uv_stream_t *)&l->tcp, &bb, 1, lite_written),
+            0);
+    }
+}
+
+static void lite_on_closed(uv_handle_t *h)
+{
+    ((struct lite *)h->data)->closed = true;
+}
+
+static bool all_lites(int n, size_t field)
+{
+    for (int i = 0; i < n; i++) {
+        if (!*(bool *)((char *)&lites[i] + field)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+#define ALL(n, field) all_lites(n, offsetof(struct lite, field))
+
+static void lites_close(int n)
+{
+    for (int i = 0; i < n; i++) {
+        uv_close((uv_handle_t *)&lites[i].tcp, lite_on_closed);
+    }
+    RUN_UNTIL(ALL(n, closed));
+}
+
+static uint64_t server_stat(size_t field)
+{
+    struct gw_http_server_stats st;
+
+    gw_http_server_get_stats(T.srv, &st);
+    if (st.body_bytes > T.peak.body_bytes) {
+        T.peak.body_bytes = st.body_bytes;
+    }
+    return *(uint64_t *)((char *)&st + field);
+}
+
+#define STAT(field) server_stat(offsetof(struct gw_http_server_stats, field))
+
+/* Resident set of this process (server and clients), in KiB. */
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, "VmRSS:", 6) == 0) {
+            kib = strtol(line + 6, NULL, 10);
+        }
+    }
+    fclose(f);
+    return kib;
+}
+
+static void test_refused_from_the_head(void **state)
+{
+    struct hc_client c;
+    struct hc_resp r;
+    char v[32];
+    static char req[512];
+
+    (void)state;
+    /* Unauthorised, announcing a body that never comes: the answer comes
+     * at once from the head, and the connection ends with it. */
+    open_client(&c, "127.0.0.1");
+    hc_send(&c, "POST /private HTTP/1.1\r\nHost: x\r\nContent-Length: 1000"
+                "\r\n\r\n0123456789");
+    RUN_UNTIL(hc_take(&c, &r, false));
+    assert_int_equal(r.status, 401);
+    assert_string_equal(r.body, "no");
+    assert_string_equal(hc_header(r.head, "connection", v, sizeof(v)), "close");
+    RUN_UNTIL(c.eof);
+    hc_close(&c);
+    assert_int_equal(T.requests, 0);
+    assert_int_equal(STAT(body_bytes), 0);
+    assert_int_equal(T.peak.body_bytes, 0);
+    assert_int_equal(gw_http_server_responses(T.srv, 401), 1);
+
+    /* Authorised: the body comes, and the connection lives on. */
+    snprintf(req, sizeof(req),
+             "POST /private HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ok"
+             "\r\nContent-Length: 5\r\n\r\nhello");
+    open_client(&c, "127.0.0.1");
+    hc_get(&c, req, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "body=5:hello\n"));
+    hc_get(&c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+    assert_int_equal(r.status, 200);
+    assert_false(c.eof);
+    hc_close(&c);
+    assert_int_equal(T.requests, 2);
+    assert_int_equal(T.heads, 3);
+}
+
+static void test_body_grows_as_it_arrives(void **state)
+{
+    struct hc_client c;
+    static char head[256];
+
+    (void)state;
+    restart_server(BIG_BODY, 0, 0);
+    memset(idle_body, 'b', sizeof(idle_body));
+    snprintf(head, sizeof(head),
+             "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n",
+             BIG_BODY);
+    open_client(&c, "127.0.0.1");
+    hc_send(&c, head);
+    hc_send(&c, "0123456789");
+    /* Ten bytes of 256 KiB came: the server holds one small buffer. */
+    RUN_UNTIL(STAT(body_bytes) > 0);
+    assert_true(STAT(body_bytes) <= 4096);
+    assert_int_equal(T.requests, 0);
+    hc_close(&c);
+    RUN_UNTIL(STAT(connections) == 0);
+    assert_int_equal(STAT(body_bytes), 0);
+    assert_int_equal(T.requests, 0);
+}
+
+static void test_idle_connections_hold_no_memory(void **state)
+{
+    static char head[256];
+    long rss0, rss1;
+    int answered = 0;
+
+    (void)state;
+    restart_server(BIG_BODY, 0, 0);
+    memset(idle_body, ' ', sizeof(idle_body));
+    snprintf(head, sizeof(head),
+             "POST /private HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n",
+             BIG_BODY);
+    rss0 = rss_kib();
+    for (int i = 0; i < N_IDLE; i++) {
+        lite_open(&lites[i], "127.0.0.1");
+    }
+    RUN_UNTIL(ALL(N_IDLE, connected));
+    for (int i = 0; i < N_IDLE; i++) {
+        lite_send(&lites[i], head, IDLE_SENT);
+    }
+    /* Each is refused from its head and closed: the bodies stay unread. */
+    RUN_UNTIL(ALL(N_IDLE, eof));
+    rss1 = rss_kib();
+    for (int i = 0; i < N_IDLE; i++) {
+        answered += strncmp(lites[i].rx, "HTTP/1.1 401 ", 13) == 0;
+    }
+    print_message("%d connections announcing %d bytes, sending %d: RSS "
+                  "%ld -> %ld KiB, body buffers at most %llu bytes\n",
+                  N_IDLE, BIG_BODY, IDLE_SENT, rss0, rss1,
+                  (unsigned long long)T.peak.body_bytes);
+    assert_int_equal(answered, N_IDLE);
+    assert_int_equal(T.requests, 0);
+    assert_int_equal(T.peak.body_bytes, 0);
+    /* Bodies held would be 40 MB; lws's own per-connection state is not. */
+    assert_true(rss1 - rss0 < 16 * 1024);
+    lites_close(N_IDLE);
+    RUN_UNTIL(STAT(connections) == 0);
+}
+
+static void test_connection_limits(void **state)
+{
+    static const char get[] = "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n";
+
+    (void)state;
+    restart_server(MAX_BODY, 5, 3);
+    /* Three from one address are served; the fourth is closed unread. */
+    for (int i = 0; i < 3; i++) {
+        lite_open(&lites[i], "127.0.0.1");
+    }
+    RUN_UNTIL(ALL(3, connected) && STAT(connections) == 3);
+    lite_open(&lites[3], "127.0.0.1");
+    RUN_UNTIL(lites[3].eof);
+    assert_int_equal(lites[3].rx_len, 0);
+    assert_int_equal(STAT(connections_refused), 1);
+    /* Other addresses have room up to the total of five. */
+    lite_open(&lites[4], "127.0.0.2");
+    lite_open(&lites[5], "127.0.0.3");
+    RUN_UNTIL(lites[4].connected && lites[5].connected &&
+              STAT(connections) == 5);
+    lite_open(&lites[6], "127.0.0.4");
+    RUN_UNTIL(lites[6].eof);
+    assert_int_equal(STAT(connections_refused), 2);
+    /* Those admitted work. */
+    lite_send(&lites[0], get, 0);
+    lite_send(&lites[4], get, 0);
+    RUN_UNTIL(strstr(lites[0].rx, "\r\n\r\n") != NULL &&
+              strstr(lites[4].rx, "\r\n\r\n") != NULL);
+    assert_int_equal(strncmp(lites[0].rx, "HTTP/1.1 200 ", 13), 0);
+    assert_int_equal(strncmp(lites[4].rx, "HTTP/1.1 200 ", 13), 0);
+    /* Leaving gives the room back. */
+    uv_close((uv_handle_t *)&lites[1].tcp, lite_on_closed);
+    RUN_UNTIL(lites[1].closed && STAT(connections) == 4);
+    lite_open(&lites[1], "127.0.0.1");
+    RUN_UNTIL(lites[1].connected && STAT(connections) == 5);
+    lite_send(&lites[1], get, 0);
+    RUN_UNTIL(strstr(lites[1].rx, "\r\n\r\n") != NULL);
+    assert_int_equal(strncmp(lites[1].rx, "HTTP/1.1 200 ", 13), 0);
+    assert_int_equal(STAT(connections_refused), 2);
+    lites_close(7);
+    RUN_UNTIL(STAT(connections) == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -572,6 +900,14 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_ipv6, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bind_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_from_the_head, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_body_grows_as_it_arrives, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_idle_connections_hold_no_memory,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_connection_limits, setup,
+                                        teardown),
     };
 
     gw_fixture_filter();

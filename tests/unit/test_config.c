@@ -144,6 +144,9 @@ static void test_defaults(void **state)
     assert_string_equal(cfg->http.manager_key, "");
     assert_int_equal(cfg->http.n_allowed_origins, 0);
     assert_int_equal(cfg->http.max_body_bytes, 262144);
+    assert_int_equal(cfg->http.n_allowed_hosts, 0);
+    assert_int_equal(cfg->http.max_connections, 256);
+    assert_int_equal(cfg->http.max_connections_per_address, 32);
     assert_true(cfg->mcp.discover);
     assert_int_equal(cfg->mcp.call_timeout_ms, 30000);
     assert_int_equal(cfg->mcp.max_tools, 128);
@@ -380,6 +383,12 @@ static const struct bad_case bad_cases[] = {
      "http.allowed_origins[0]: must look like scheme://host[:port]", NULL},
     {"{" BACKEND ",\"http\":{\"allowed_origins\":[\"https://a.b/x\"]}}", 0,
      "http.allowed_origins[0]: must look like scheme://host[:port]", NULL},
+    {"{" BACKEND ",\"http\":{\"allowed_hosts\":[\"gw.lan\",\"a b\"]}}", 0,
+     "http.allowed_hosts[1]: must be a host name or IP address", NULL},
+    {"{" BACKEND ",\"http\":{\"allowed_hosts\":[\"*.lan\"]}}", 0,
+     "http.allowed_hosts[0]: must be a host name or IP address", NULL},
+    {"{" BACKEND ",\"http\":{\"max_connections_per_address\":0}}", 0,
+     "http.max_connections_per_address", NULL},
     {"{" BACKEND ",\"mcp\":{\"call_timeout_ms\":10}}", 0, "mcp.call_timeout_ms",
      NULL},
     {"{" BACKEND ",\"mcp\":{\"max_tool\":10}}", 0,
