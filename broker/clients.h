@@ -23,6 +23,8 @@ struct gw_broker_conn_info {
     enum gw_broker_role role;
     const char *client_id; /* as authenticated; valid until removed */
     unsigned denials;      /* ACL refusals so far, for rate-limited logs */
+    uint64_t oversized;    /* device publishes refused for their size */
+    uint64_t retained;     /* device publishes whose retain was cleared */
 };
 
 /* A presence message to publish, self-contained. */

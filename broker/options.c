@@ -17,6 +17,7 @@ enum kind {
     NAME,   /* any non-empty text */
     TOPIC,  /* a publishable topic: no wildcards */
     PREFIX, /* a topic without wildcards, '$' start or trailing '/' */
+    BYTES,  /* a decimal count 1..GW_BROKER_MAX_MESSAGE_LIMIT */
 };
 
 struct option {
@@ -36,6 +37,10 @@ static const struct option options[] = {
     {"gateway_password", SECRET, FIELD(gateway_password), NULL},
     {"topic_prefix", PREFIX, FIELD(topic_prefix),
      GW_BROKER_DEFAULT_TOPIC_PREFIX},
+    {"max_message_bytes", BYTES, FIELD(max_message),
+     GW_BROKER_DEFAULT_MAX_MESSAGE},
+    /* The gateway's mqtt.status_topic; "" lets no gateway will through. */
+    {"gateway_status_topic", TOPIC, FIELD(gateway_status_topic), ""},
 };
 
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
@@ -69,6 +74,13 @@ static const char *value_problem(enum kind kind, const char *v)
     if (kind == SECRET || kind == NAME) {
         return NULL;
     }
+    if (kind == BYTES) {
+        if (strspn(v, "0123456789") != len || len > 9 || atol(v) < 1 ||
+            atol(v) > GW_BROKER_MAX_MESSAGE_LIMIT) {
+            return "must be a byte count from 1 to 268435455";
+        }
+        return NULL;
+    }
     if (strpbrk(v, "+#") != NULL) {
         return "must not contain the wildcards '+' or '#'";
     }
@@ -100,7 +112,8 @@ int gw_broker_options_set(struct gw_broker_options *o, const char *key,
     if (opt == NULL) {
         say(err, err_cap,
             "unknown option plugin_opt_%s (known: device_key, device_topic, "
-            "gateway_username, gateway_password, topic_prefix)",
+            "gateway_username, gateway_password, topic_prefix, "
+            "max_message_bytes, gateway_status_topic)",
             key);
         return GW_ENOENT;
     }
@@ -137,6 +150,7 @@ int gw_broker_options_check(struct gw_broker_options *o, char *err,
     }
     o->device_key_len = strlen(o->device_key);
     o->prefix_len = strlen(o->topic_prefix);
+    o->max_message_bytes = (size_t)atol(o->max_message);
 
     /*
      * Devices may write their device topic: inside the per-device space it
@@ -149,6 +163,19 @@ int gw_broker_options_check(struct gw_broker_options *o, char *err,
             "plugin_opt_device_topic '%s' must not be under "
             "plugin_opt_topic_prefix '%s'",
             o->device_topic, o->topic_prefix);
+        return GW_ECONFIG;
+    }
+    /*
+     * The gateway's will is delivered without the plugin's routing: in the
+     * per-device space it would read as a device's presence or downlink.
+     */
+    if (strncmp(o->gateway_status_topic, o->topic_prefix, o->prefix_len) == 0 &&
+        (o->gateway_status_topic[o->prefix_len] == '/' ||
+         o->gateway_status_topic[o->prefix_len] == '\0')) {
+        say(err, err_cap,
+            "plugin_opt_gateway_status_topic '%s' must not be under "
+            "plugin_opt_topic_prefix '%s'",
+            o->gateway_status_topic, o->topic_prefix);
         return GW_ECONFIG;
     }
     free(o->down_pattern);

@@ -2,7 +2,7 @@
  * The plugin's settings, from mosquitto.conf's plugin_opt_<name> lines.
  * The names are a contract shared with the docs and the container files:
  * device_key, device_topic, gateway_username, gateway_password,
- * topic_prefix.
+ * topic_prefix, max_message_bytes, gateway_status_topic.
  */
 #ifndef GW_BROKER_OPTIONS_H
 #define GW_BROKER_OPTIONS_H
@@ -17,6 +17,14 @@
 
 #define GW_BROKER_DEFAULT_DEVICE_TOPIC "device-server"
 #define GW_BROKER_DEFAULT_TOPIC_PREFIX "devices"
+/*
+ * Largest device publish payload let through. Firmware messages are a few
+ * KiB, the largest an MCP tools/list page the firmware cuts near 8000
+ * bytes; 64 KiB is the gateway's own upper bound (limits.max_message_bytes
+ * cannot be set higher), so nothing the gateway could take is lost here.
+ */
+#define GW_BROKER_DEFAULT_MAX_MESSAGE "65536"
+#define GW_BROKER_MAX_MESSAGE_LIMIT   268435455 /* MQTT's own bound */
 
 /* Every string is heap-owned and NUL-terminated once checked. */
 struct gw_broker_options {
@@ -25,9 +33,12 @@ struct gw_broker_options {
     char *device_topic;     /* stock firmware's publish topic */
     char *gateway_username; /* the gateway account */
     char *gateway_password;
-    char *topic_prefix; /* "<prefix>/<client_id>/up|down|presence" */
-    char *down_pattern; /* "<prefix>/+/down", for gw_topic_capture */
-    size_t prefix_len;  /* bytes at topic_prefix */
+    char *topic_prefix;         /* "<prefix>/<client_id>/up|down|presence" */
+    char *max_message;          /* device payload bound, as given */
+    size_t max_message_bytes;   /* the same, checked */
+    char *gateway_status_topic; /* the gateway's will may go here, or "" */
+    char *down_pattern;         /* "<prefix>/+/down", for gw_topic_capture */
+    size_t prefix_len;          /* bytes at topic_prefix */
 };
 
 /*

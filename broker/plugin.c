@@ -5,9 +5,11 @@
  * file only wires them to the broker's events.
  *
  * Mosquitto 2.0.11 has no connect event: a device is announced online from
- * its successful auth. A device's will is never delivered: the broker sends
- * it after the disconnect event, when the connection is no longer known
- * here, and presence already tells the gateway that the device is gone.
+ * its successful auth. The broker checks a will right after the disconnect
+ * event, when the connection is no longer in the table: the plugin keeps
+ * the departed connection's role for that one check. Only the gateway
+ * account's will to plugin_opt_gateway_status_topic passes; a device's
+ * never does, presence already tells the gateway that the device is gone.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -42,7 +44,20 @@ struct plugin {
     mosquitto_plugin_id_t *pid;
     struct gw_broker_options opts;
     struct gw_broker_clients *clients;
+    uint64_t oversized; /* device publishes refused for size, in all */
+    uint64_t retained;  /* device publishes whose retain was cleared */
+    /* The connection whose disconnect event came last, for its will's
+     * ACL check, which follows at once; cleared by any other event. */
+    const void *departed;
+    enum gw_broker_role departed_role;
 };
+
+/* The 1st, 2nd, 4th, 8th... of a connection's refusals: a device that
+ * floods cannot flood the log, and the count still shows. */
+static int flood_level(uint64_t n)
+{
+    return (n & (n - 1)) == 0 ? MOSQ_LOG_NOTICE : MOSQ_LOG_DEBUG;
+}
 
 /*
  * Client ids and topics come from the network: printed with control
@@ -126,6 +141,7 @@ static int on_basic_auth(int event, void *event_data, void *userdata)
     const char *address = mosquitto_client_address(ed->client);
     (void)event;
 
+    p->departed = NULL;
     enum gw_broker_auth a =
         gw_broker_auth_check(&p->opts, id, ed->username, ed->password);
     enum gw_broker_role role = gw_broker_auth_role(a);
@@ -165,6 +181,18 @@ static int on_acl_check(int event, void *event_data, void *userdata)
                                           ed->access, ed->topic)) {
         return MOSQ_ERR_SUCCESS;
     }
+    if (c == NULL && ed->client == p->departed) {
+        /* A will: the broker asks right after the disconnect event. */
+        enum gw_broker_role role = p->departed_role;
+        p->departed = NULL;
+        if (gw_broker_will_allows(&p->opts, role, ed->access, ed->topic)) {
+            mosquitto_log_printf(MOSQ_LOG_NOTICE,
+                                 LOG_PREFIX
+                                 "the gateway's will on '%s' let through",
+                                 printable(ed->topic, topicbuf));
+            return MOSQ_ERR_SUCCESS;
+        }
+    }
     /* A misbehaving device could flood the log: one notice per connection. */
     int level =
         c != NULL && c->denials++ == 0 ? MOSQ_LOG_NOTICE : MOSQ_LOG_DEBUG;
@@ -192,6 +220,44 @@ static int replace_topic(struct mosquitto_evt_message *ed, const char *topic)
     return MOSQ_ERR_SUCCESS;
 }
 
+/*
+ * A device's publish within plugin_opt_max_message_bytes, with its retain
+ * flag cleared: firmware never retains, and a retained device message
+ * would be replayed to the gateway at every subscribe (a retained hello
+ * started a session at each gateway start). False: refuse it.
+ */
+static bool device_publish_ok(struct plugin *p, struct gw_broker_conn_info *c,
+                              struct mosquitto_evt_message *ed)
+{
+    char idbuf[LOGGED_TEXT_MAX + 4];
+
+    if (ed->payloadlen > p->opts.max_message_bytes) {
+        p->oversized++;
+        c->oversized++;
+        mosquitto_log_printf(
+            flood_level(c->oversized),
+            LOG_PREFIX "device '%s': publish of %lu bytes refused, over "
+                       "plugin_opt_max_message_bytes %lu (%llu from this "
+                       "connection, %llu in all)",
+            printable(c->client_id, idbuf), (unsigned long)ed->payloadlen,
+            (unsigned long)p->opts.max_message_bytes,
+            (unsigned long long)c->oversized, (unsigned long long)p->oversized);
+        return false;
+    }
+    if (ed->retain) {
+        ed->retain = false;
+        p->retained++;
+        c->retained++;
+        mosquitto_log_printf(
+            flood_level(c->retained),
+            LOG_PREFIX "device '%s': retain flag cleared (%llu from this "
+                       "connection, %llu in all)",
+            printable(c->client_id, idbuf), (unsigned long long)c->retained,
+            (unsigned long long)p->retained);
+    }
+    return true;
+}
+
 static int on_message(int event, void *event_data, void *userdata)
 {
     struct mosquitto_evt_message *ed = event_data;
@@ -201,10 +267,14 @@ static int on_message(int event, void *event_data, void *userdata)
     int rc;
     (void)event;
 
+    p->departed = NULL;
     struct gw_broker_conn_info *c =
         gw_broker_clients_find(p->clients, ed->client);
     if (c == NULL) {
         return MOSQ_ERR_SUCCESS;
+    }
+    if (c->role == GW_BROKER_ROLE_DEVICE && !device_publish_ok(p, c, ed)) {
+        return MOSQ_ERR_ACL_DENIED;
     }
     switch (gw_broker_route_publish(&p->opts, c->role, c->client_id, ed->topic,
                                     out, sizeof(out))) {
@@ -245,9 +315,12 @@ static int on_disconnect(int event, void *event_data, void *userdata)
 
     struct gw_broker_conn_info *c =
         gw_broker_clients_find(p->clients, ed->client);
+    p->departed = NULL;
     if (c == NULL) {
         return MOSQ_ERR_SUCCESS;
     }
+    p->departed = ed->client;
+    p->departed_role = c->role;
     bool device = c->role == GW_BROKER_ROLE_DEVICE;
     mosquitto_log_printf(MOSQ_LOG_DEBUG, LOG_PREFIX "client '%s' disconnected",
                          printable(c->client_id, idbuf));
@@ -353,8 +426,10 @@ GW_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier,
     }
     mosquitto_log_printf(MOSQ_LOG_INFO,
                          LOG_PREFIX "devices publish on '%s', per-device "
-                                    "topics '%s/<client_id>/up|down|presence'",
-                         p->opts.device_topic, p->opts.topic_prefix);
+                                    "topics '%s/<client_id>/up|down|presence', "
+                                    "at most %lu bytes",
+                         p->opts.device_topic, p->opts.topic_prefix,
+                         (unsigned long)p->opts.max_message_bytes);
     *userdata = p;
     return MOSQ_ERR_SUCCESS;
 }

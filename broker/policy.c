@@ -143,6 +143,16 @@ bool gw_broker_acl_allows(const struct gw_broker_options *o,
     }
 }
 
+bool gw_broker_will_allows(const struct gw_broker_options *o,
+                           enum gw_broker_role role, int access,
+                           const char *topic)
+{
+    return role == GW_BROKER_ROLE_GATEWAY && access == GW_BROKER_ACCESS_WRITE &&
+           topic != NULL && o->gateway_status_topic != NULL &&
+           o->gateway_status_topic[0] != '\0' &&
+           strcmp(topic, o->gateway_status_topic) == 0;
+}
+
 enum gw_broker_route gw_broker_route_publish(const struct gw_broker_options *o,
                                              enum gw_broker_role role,
                                              const char *client_id,

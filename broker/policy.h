@@ -74,6 +74,17 @@ bool gw_broker_acl_allows(const struct gw_broker_options *o,
                           int access, const char *topic);
 
 /*
+ * A will Mosquitto sends after the connection's disconnect event, when
+ * the plugin no longer knows the connection: role is what it was. Only
+ * the gateway account's will to plugin_opt_gateway_status_topic passes
+ * (its offline state after a death without DISCONNECT); a device's will
+ * never does, presence already says that it left.
+ */
+bool gw_broker_will_allows(const struct gw_broker_options *o,
+                           enum gw_broker_role role, int access,
+                           const char *topic);
+
+/*
  * Routes a publish of client_id (with role) on topic. REWRITE writes the
  * new topic to out, DIRECT the destination client id; out holds
  * GW_BROKER_TOPIC_MAX + 1 bytes.

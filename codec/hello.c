@@ -192,6 +192,60 @@ static int check_text_font(const cJSON *extra)
     return 0;
 }
 
+/*
+ * What the gateway itself derives from the device's login (docs/protocol.md
+ * section 6.2), spelled without '-' or '_' and in lower case, so that
+ * "client_id", "Client-Id" and "clientId" all match.
+ */
+static const char *const identity_names[] = {
+    "clientid",     "deviceid",       "mac",
+    "macaddress",   "uuid",           "groupid",
+    "username",     "authorization",  "xforwardedfor",
+    "forwardedfor", "protocolversion"};
+
+bool gw_hello_member_reserved(const char *name)
+{
+    char folded[32];
+    size_t n = 0;
+
+    for (; *name != '\0'; name++) {
+        unsigned char ch = (unsigned char)*name;
+        if (ch == '-' || ch == '_') {
+            continue;
+        }
+        if (n + 1 >= sizeof(folded)) {
+            return false; /* longer than every reserved name */
+        }
+        folded[n++] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+    }
+    folded[n] = '\0';
+    for (size_t i = 0; i < sizeof(identity_names) / sizeof(identity_names[0]);
+         i++) {
+        if (strcmp(folded, identity_names[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Drops the members a device may not set (see gw_hello_member_reserved). */
+static void drop_reserved(cJSON **extra)
+{
+    cJSON *it = *extra != NULL ? (*extra)->child : NULL;
+
+    while (it != NULL) {
+        cJSON *next = it->next;
+        if (gw_hello_member_reserved(it->string)) {
+            cJSON_Delete(cJSON_DetachItemViaPointer(*extra, it));
+        }
+        it = next;
+    }
+    if (*extra != NULL && (*extra)->child == NULL) {
+        cJSON_Delete(*extra);
+        *extra = NULL;
+    }
+}
+
 enum { D_TYPE, D_VERSION, D_TRANSPORT, D_FEATURES, D_AUDIO, D_SID, D_COUNT };
 static const char *const device_names[D_COUNT] = {
     "type", "version", "transport", "features", "audio_params", "session_id"};
@@ -205,6 +259,7 @@ static int parse_device(const cJSON *root, struct gw_device_hello *h)
     if (err != 0) {
         return err;
     }
+    drop_reserved(&h->extra);
     if (!is_string(m[D_TYPE], "hello") || !is_string(m[D_TRANSPORT], "udp") ||
         !get_int(m[D_VERSION], 1, 3, &h->version) ||
         (m[D_SID] != NULL && !cJSON_IsString(m[D_SID]))) {

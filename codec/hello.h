@@ -46,8 +46,20 @@ struct gw_device_hello {
     cJSON *extra;       /* owned object: top-level members other than
                            type/version/transport/features/audio_params/
                            session_id (text_font...), in the device's
-                           order; NULL when there are none */
+                           order, without the reserved ones; NULL when
+                           there are none */
 };
+
+/*
+ * Whether a top-level hello member names something the gateway derives
+ * from the device's login: client_id, device_id, mac, uuid, group_id,
+ * username, authorization, x-forwarded-for, protocol_version, matched
+ * without case, '-' or '_'. A device hello's reserved members are dropped,
+ * so the backend hears the device's identity from the gateway alone (the
+ * upgrade headers, docs/protocol.md section 6.2); other unknown members
+ * still pass.
+ */
+bool gw_hello_member_reserved(const char *name);
 
 /*
  * Validates a device hello (root from gw_envelope_parse) per docs/protocol.md
@@ -56,7 +68,8 @@ struct gw_device_hello {
  * audio_params, if present, an object whose members, each optional, are
  * format (string "opus"), sample_rate, channels, frame_duration (integers
  * from the sets above); text_font, if present, an object; session_id, if
- * present, a string (ignored: the device clears it before a hello).
+ * present, a string (ignored: the device clears it before a hello);
+ * reserved members (gw_hello_member_reserved) dropped.
  * Without audio_params the firmware's own uplink (opus/16000/1/60) is
  * assumed and has_audio is false; a missing member takes the same default.
  * A known member given twice is refused. Returns 0, GW_EPROTO, GW_ENOMEM,

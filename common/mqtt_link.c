@@ -20,6 +20,8 @@
 #define BACKOFF_MAX_MS   10000
 #define READS_PER_WAKEUP 64 /* bounds the work of one readable event */
 #define MQTT_MAX_PAYLOAD 268435455
+#define STATUS_ONLINE    "{\"state\":\"online\"}"
+#define STATUS_OFFLINE   "{\"state\":\"offline\"}"
 
 /* One per broker socket: each reconnect gets a fresh fd and a fresh poll. */
 struct sock_watch {
@@ -40,13 +42,15 @@ struct gw_mqtt_link {
     int handles_open;         /* timers and watches not yet closed */
     bool up;                  /* CONNACK accepted, not lost since */
     bool closing;             /* gw_mqtt_link_close() was called */
+    char *status_topic;       /* NULL: none */
     char *host;               /* copied options */
     int port;
     int keepalive_s;
     char **topics;
     size_t n_topics;
-    gw_mqtt_message_cb on_message; /* cleared when closing */
-    gw_mqtt_state_cb on_state;     /* cleared when closing */
+    gw_mqtt_message_cb on_message;  /* cleared when closing */
+    gw_mqtt_message_cb on_retained; /* cleared when closing */
+    gw_mqtt_state_cb on_state;      /* cleared when closing */
     void *arg;
     gw_mqtt_close_cb close_cb;
     void *close_arg;
@@ -69,6 +73,7 @@ static void maybe_finish(struct gw_mqtt_link *link)
         free(link->topics[i]);
     }
     free(link->topics);
+    free(link->status_topic);
     free(link->host);
     free(link);
 }
@@ -183,7 +188,12 @@ static void on_poll(uv_poll_t *poll, int status, int events)
     if (rc == MOSQ_ERR_SUCCESS && mosquitto_want_write(link->mosq)) {
         rc = mosquitto_loop_write(link->mosq, 1);
     }
-    if (rc != MOSQ_ERR_SUCCESS && rc != MOSQ_ERR_NO_CONN) {
+    if (rc == MOSQ_ERR_TLS) {
+        gw_log(GW_LOG_WARN, "mqtt",
+               "TLS with %s:%d failed: the broker's certificate or host "
+               "name is not trusted, or the handshake broke",
+               link->host, link->port);
+    } else if (rc != MOSQ_ERR_SUCCESS && rc != MOSQ_ERR_NO_CONN) {
         gw_log(GW_LOG_DEBUG, "mqtt", "socket i/o: %s",
                rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
     }
@@ -267,6 +277,15 @@ static void on_connect(struct mosquitto *mosq, void *obj, int rc)
                    mosquitto_strerror(sub));
         }
     }
+    if (link->status_topic != NULL) {
+        int pub = mosquitto_publish(mosq, NULL, link->status_topic,
+                                    (int)strlen(STATUS_ONLINE), STATUS_ONLINE,
+                                    1, true);
+        if (pub != MOSQ_ERR_SUCCESS) {
+            gw_log(GW_LOG_ERROR, "mqtt", "status %s: %s", link->status_topic,
+                   mosquitto_strerror(pub));
+        }
+    }
     gw_log(GW_LOG_INFO, "mqtt", "connected to %s:%d, %zu subscription%s",
            link->host, link->port, link->n_topics,
            link->n_topics == 1 ? "" : "s");
@@ -294,6 +313,22 @@ static void on_disconnect(struct mosquitto *mosq, void *obj, int rc)
     }
 }
 
+/*
+ * libmosquitto tells why a TLS handshake failed (an untrusted certificate,
+ * a host name it does not carry) only through its log: its errors become
+ * ours, naming the broker.
+ */
+static void on_lib_log(struct mosquitto *mosq, void *obj, int level,
+                       const char *str)
+{
+    struct gw_mqtt_link *link = obj;
+
+    (void)mosq;
+    if ((level & MOSQ_LOG_ERR) != 0 && !link->closing) {
+        gw_log(GW_LOG_WARN, "mqtt", "%s:%d: %s", link->host, link->port, str);
+    }
+}
+
 static void on_message(struct mosquitto *mosq, void *obj,
                        const struct mosquitto_message *msg)
 {
@@ -301,9 +336,11 @@ static void on_message(struct mosquitto *mosq, void *obj,
 
     (void)mosq;
     link->stats.rx_messages++;
-    if (link->on_message != NULL && msg->payloadlen >= 0) {
-        link->on_message(link, msg->topic, msg->payload,
-                         (size_t)msg->payloadlen, link->arg);
+    gw_mqtt_message_cb cb = msg->retain && link->on_retained != NULL
+                                ? link->on_retained
+                                : link->on_message;
+    if (cb != NULL && msg->payloadlen >= 0) {
+        cb(link, msg->topic, msg->payload, (size_t)msg->payloadlen, link->arg);
     }
 }
 
@@ -322,9 +359,14 @@ static int copy_options(struct gw_mqtt_link *link,
         }
         link->n_topics++;
     }
+    if (opts->status_topic != NULL && opts->status_topic[0] != '\0' &&
+        (link->status_topic = strdup(opts->status_topic)) == NULL) {
+        return GW_ENOMEM;
+    }
     link->port = opts->port;
     link->keepalive_s = opts->keepalive_s;
     link->on_message = opts->on_message;
+    link->on_retained = opts->on_retained;
     link->on_state = opts->on_state;
     link->arg = opts->arg;
     return 0;
@@ -344,6 +386,12 @@ static int setup_client(struct gw_mqtt_link *link,
         mosquitto_username_pw_set(link->mosq, opts->username, opts->password) !=
             MOSQ_ERR_SUCCESS) {
         return GW_ENOMEM;
+    }
+    if (link->status_topic != NULL &&
+        mosquitto_will_set(link->mosq, link->status_topic,
+                           (int)strlen(STATUS_OFFLINE), STATUS_OFFLINE, 1,
+                           true) != MOSQ_ERR_SUCCESS) {
+        return GW_EINVAL;
     }
     if (opts->tls) {
         const char *ca = opts->ca_file != NULL && opts->ca_file[0] != '\0'
@@ -365,6 +413,7 @@ static int setup_client(struct gw_mqtt_link *link,
     mosquitto_connect_callback_set(link->mosq, on_connect);
     mosquitto_disconnect_callback_set(link->mosq, on_disconnect);
     mosquitto_message_callback_set(link->mosq, on_message);
+    mosquitto_log_callback_set(link->mosq, on_lib_log);
     return 0;
 }
 
@@ -375,6 +424,7 @@ static void link_free_early(struct gw_mqtt_link *link)
         free(link->topics[i]);
     }
     free(link->topics);
+    free(link->status_topic);
     free(link->host);
     free(link);
 }
@@ -455,6 +505,7 @@ void gw_mqtt_link_close(struct gw_mqtt_link *link, gw_mqtt_close_cb cb,
         return;
     }
     link->on_message = NULL;
+    link->on_retained = NULL;
     link->on_state = NULL;
     link->close_cb = cb;
     link->close_arg = arg;
@@ -462,7 +513,13 @@ void gw_mqtt_link_close(struct gw_mqtt_link *link, gw_mqtt_close_cb cb,
     watch_drop(link);
     link->closing = true; /* the disconnect below is not a loss */
     if (link->up) {
-        /* Written at once, outside any callback. */
+        /* Written at once, outside any callback; a clean disconnect
+         * discards the will, so the offline state goes first. */
+        if (link->status_topic != NULL) {
+            (void)mosquitto_publish(link->mosq, NULL, link->status_topic,
+                                    (int)strlen(STATUS_OFFLINE), STATUS_OFFLINE,
+                                    1, true);
+        }
         mosquitto_disconnect(link->mosq);
     }
     uv_timer_stop(&link->misc_timer);

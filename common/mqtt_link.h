@@ -37,9 +37,16 @@ struct gw_mqtt_link_options {
     const char *ca_file; /* NULL or "" = system store */
     const char *cert_file;
     const char *key_file;
+    /* NULL or "": none. Else the link's own state, retained at QoS 1:
+     * {"state":"online"} on every connect, {"state":"offline"} as its
+     * will (the broker sends it when the link dies unannounced) and
+     * before a clean disconnect. */
+    const char *status_topic;
     const char *const *topics; /* subscribed at QoS 0 on every connect */
     size_t n_topics;
     gw_mqtt_message_cb on_message;
+    /* Retained messages (replayed at each subscribe); NULL: on_message. */
+    gw_mqtt_message_cb on_retained;
     gw_mqtt_state_cb on_state;
     void *arg;
 };

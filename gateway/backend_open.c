@@ -10,6 +10,7 @@
 
 #include <libwebsockets.h>
 
+#include "codec/ws_url.h"
 #include "crypto/credential.h"
 #include "gateway/backend_ws_int.h"
 
@@ -17,89 +18,6 @@
 #define AUTH_MAX            2048 /* "Bearer <token>" */
 
 /* ---- opening ---------------------------------------------------------- */
-
-/* A url split in place: ws[s]://host[:port][/path][?query]. */
-struct url_parts {
-    bool tls;
-    const char *host; /* without IPv6 brackets */
-    size_t host_len;
-    const char *authority; /* host[:port] as written, for Host */
-    size_t authority_len;
-    int port;
-    const char *path; /* verbatim, may be empty or start with '?' */
-    size_t path_len;
-};
-
-static int parse_port(const char *s, const char *end, int *port)
-{
-    int v = 0;
-
-    if (s == end) {
-        return GW_EINVAL;
-    }
-    for (; s < end; s++) {
-        if (*s < '0' || *s > '9' || v > 6553) {
-            return GW_EINVAL;
-        }
-        v = v * 10 + (*s - '0');
-    }
-    if (v < 1 || v > 65535) {
-        return GW_EINVAL;
-    }
-    *port = v;
-    return 0;
-}
-
-static int parse_url(const char *url, struct url_parts *u)
-{
-    const char *p, *end, *port_sep = NULL;
-
-    if (strncmp(url, "ws://", 5) == 0) {
-        u->tls = false;
-        u->port = 80;
-        p = url + 5;
-    } else if (strncmp(url, "wss://", 6) == 0) {
-        u->tls = true;
-        u->port = 443;
-        p = url + 6;
-    } else {
-        return GW_EINVAL;
-    }
-    end = p + strcspn(p, "/?#");
-    u->authority = p;
-    u->authority_len = (size_t)(end - p);
-    if (memchr(p, '@', u->authority_len) != NULL) {
-        return GW_EINVAL; /* credentials in the url are not supported */
-    }
-    if (*p == '[') {
-        const char *close = memchr(p, ']', u->authority_len);
-        if (close == NULL || (close + 1 != end && close[1] != ':')) {
-            return GW_EINVAL;
-        }
-        u->host = p + 1;
-        u->host_len = (size_t)(close - p - 1);
-        port_sep = close + 1 != end ? close + 1 : NULL;
-    } else {
-        port_sep = memchr(p, ':', u->authority_len);
-        u->host = p;
-        u->host_len =
-            port_sep != NULL ? (size_t)(port_sep - p) : u->authority_len;
-    }
-    if (u->host_len == 0 ||
-        (port_sep != NULL && parse_port(port_sep + 1, end, &u->port) != 0)) {
-        return GW_EINVAL;
-    }
-    /* The path goes out exactly as configured: the xiaozhi server picks
-     * its framing from the query. Only a fragment, never sent, is cut. */
-    u->path = end;
-    u->path_len = strcspn(end, "#");
-    for (size_t i = 0; i < u->path_len; i++) {
-        if ((unsigned char)end[i] <= 0x20 || (unsigned char)end[i] >= 0x7f) {
-            return GW_EINVAL;
-        }
-    }
-    return 0;
-}
 
 /* Header values are peer- or config-supplied: no CR, LF or controls. */
 static bool header_safe(const char *s)
@@ -159,7 +77,7 @@ static const char *arena_put(char **arena, const char *s, size_t n)
 }
 
 static struct gw_backend_conn *
-conn_create(const struct gw_backend_connect *params, const struct url_parts *u,
+conn_create(const struct gw_backend_connect *params, const struct gw_ws_url *u,
             const char *client_id, const char *authorization)
 {
     const struct gw_backend_config *be = params->backend;
@@ -281,7 +199,7 @@ int gw_backend_conn_open(struct gw_backend_ws *bws,
     char authorization[AUTH_MAX]; /* static tokens may be long JWTs */
     struct lws_vhost *vh = NULL;
     struct gw_backend_conn *conn;
-    struct url_parts url;
+    struct gw_ws_url url;
     const char *client_id;
     int rc;
 
@@ -300,7 +218,8 @@ int gw_backend_conn_open(struct gw_backend_ws *bws,
     if (!header_safe(params->device_id) || !header_safe(client_id) ||
         (params->forwarded_for != NULL &&
          !header_safe(params->forwarded_for)) ||
-        parse_url(params->backend->url, &url) != 0) {
+        gw_ws_url_parse(params->backend->url, strlen(params->backend->url),
+                        &url, NULL) != 0) {
         return GW_EINVAL;
     }
     rc = make_authorization(params, client_id, authorization,

@@ -20,7 +20,10 @@
     XX(NO_ROUTE, "no_route")   /* no route matches the device */               \
     XX(LIMIT, "max_sessions")  /* limits.max_sessions reached */               \
     XX(BACKEND, "backend_message") /* bad message from a backend */            \
-    XX(PRESENCE, "presence")       /* a presence message that does not parse */
+    XX(PRESENCE, "presence")     /* a presence message that does not parse */  \
+    XX(RETAINED, "retained")     /* a retained message on an up topic */       \
+    XX(OFFLINE, "offline")       /* a hello of a device said offline */        \
+    XX(HELLO_RATE, "hello_rate") /* hellos faster than limits.hello_* */
 
 enum gw_refusal {
 #define XX(name, _) GW_REFUSE_##name,

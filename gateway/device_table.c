@@ -229,6 +229,65 @@ static void record_gone(struct gw_device *d, enum gw_mcp_outcome why)
 
 /* ---- presence ---- */
 
+struct gw_device_offline {
+    UT_hash_handle hh;
+    char client_id[GW_CLIENT_ID_MAX + 1];
+};
+
+/* Remembers an offline device; at the table's bound it is not kept (it
+ * then counts as unknown, as without presence). */
+static void offline_mark(struct gw_device_table *t, const char *client_id)
+{
+    struct gw_device_offline *o;
+    size_t len = strlen(client_id);
+
+    HASH_FIND_STR(t->offline, client_id, o);
+    if (o != NULL || len > GW_CLIENT_ID_MAX ||
+        t->n_offline >= GW_DEVICE_TABLE_MAX ||
+        (o = calloc(1, sizeof(*o))) == NULL) {
+        return;
+    }
+    memcpy(o->client_id, client_id, len + 1);
+    HASH_ADD_STR(t->offline, client_id, o);
+    if (!GW_HASH_ADDED(o, hh)) {
+        free(o);
+        return;
+    }
+    t->n_offline++;
+}
+
+static void offline_clear(struct gw_device_table *t, const char *client_id)
+{
+    struct gw_device_offline *o;
+
+    HASH_FIND_STR(t->offline, client_id, o);
+    if (o != NULL) {
+        HASH_DEL(t->offline, o);
+        free(o);
+        t->n_offline--;
+    }
+}
+
+static void offline_clear_all(struct gw_device_table *t)
+{
+    struct gw_device_offline *o, *tmp;
+
+    HASH_ITER(hh, t->offline, o, tmp)
+    {
+        HASH_DEL(t->offline, o);
+        free(o);
+    }
+    t->n_offline = 0;
+}
+
+bool gw_device_offline(const struct gw_device_table *t, const char *client_id)
+{
+    struct gw_device_offline *o;
+
+    HASH_FIND_STR(t->offline, client_id, o);
+    return o != NULL;
+}
+
 /*
  * News about an older connection than the one on record. Brokers publish
  * presence in order, but an EMQX rule may report a taken-over session's
@@ -252,6 +311,7 @@ int gw_device_on_presence(struct gw_device_table *t, const char *client_id,
     }
     if (!p->online) {
         if (d == NULL) {
+            offline_mark(t, client_id);
             return GW_PRESENCE_SAME;
         }
         if (d->presence.online) {
@@ -259,11 +319,13 @@ int gw_device_on_presence(struct gw_device_table *t, const char *client_id,
             t->presence_count--;
         }
         d->presence.conn = p->conn;
+        offline_mark(t, client_id);
         if (d->session == NULL) {
             record_gone(d, GW_MCP_OFFLINE);
         }
         return GW_PRESENCE_LEFT;
     }
+    offline_clear(t, client_id);
     if (d == NULL && (d = record_add(t, client_id, &rc)) == NULL) {
         return rc;
     }
@@ -291,6 +353,7 @@ void gw_device_table_presence_reset(struct gw_device_table *t)
     for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
         d->presence.conn = 0;
     }
+    offline_clear_all(t);
 }
 
 /* ---- sessions ---- */
@@ -430,6 +493,7 @@ void gw_device_table_close(struct gw_device_table *t,
         }
         record_gone(d, GW_MCP_CANCELLED);
     }
+    offline_clear_all(t);
     gw_mcp_links_close(&t->links);
     uv_idle_stop(&t->reaper);
     uv_close((uv_handle_t *)&t->reaper, on_reaper_closed);

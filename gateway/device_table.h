@@ -89,13 +89,18 @@ struct gw_device {
 /* Told when a device comes online, goes offline or its tools change. */
 typedef void (*gw_device_changed_cb)(void *arg, const struct gw_device *dev);
 
+/* A device the broker last said is offline, while it has no record. */
+struct gw_device_offline;
+
 struct gw_device_table {
     uv_loop_t *loop;
     const struct gw_config_live *config;
     struct gw_device *by_id; /* uthash by client_id: KNOWN records */
     unsigned count;
-    unsigned presence_count; /* records the broker says are online */
-    struct gw_list reap;     /* GONE records */
+    unsigned presence_count;           /* records the broker says are online */
+    struct gw_device_offline *offline; /* uthash by client_id */
+    unsigned n_offline;
+    struct gw_list reap; /* GONE records */
     uv_idle_t reaper;
     struct gw_mcp_links links;
     struct gw_mcp_discoverer discoverer;
@@ -148,8 +153,16 @@ int gw_device_on_presence(struct gw_device_table *t, const char *client_id,
                           const struct gw_presence *p);
 
 /* The broker link came back: connection numbers restart with a broker
- * restart, so the ones on record no longer order anything. */
+ * restart, so the ones on record no longer order anything, and what was
+ * known to be offline is learnt again from the replayed presence. */
 void gw_device_table_presence_reset(struct gw_device_table *t);
+
+/*
+ * Whether the broker's latest word on client_id is offline (and nothing
+ * since brought it back): such a device cannot be speaking now, so a
+ * hello of its is an old message, never a new session.
+ */
+bool gw_device_offline(const struct gw_device_table *t, const char *client_id);
 
 /*
  * A session starts for client_id: the record is made if needed (the

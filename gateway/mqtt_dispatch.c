@@ -8,12 +8,75 @@
 #include "codec/topic.h"
 #include "common/log.h"
 
-static void refuse(struct gw_mqtt_dispatch *d, enum gw_refusal why,
-                   const char *subject, const char *detail)
+/*
+ * Log lines about one device's messages: a burst, then one every 10 s; all
+ * devices together at most 5 a second after a burst of 50. A flood of bad
+ * messages is a flood of counts in /metrics, not of log lines.
+ */
+static const struct gw_bucket_rate log_per_device = {0.1, 5};
+static const struct gw_bucket_rate log_all = {5, 50};
+#define LOG_KEYS_MAX   4096
+#define HELLO_KEYS_MAX (1u << 17)
+
+static uint64_t now_ms(const struct gw_mqtt_dispatch *d)
 {
+    return uv_now(d->devices->loop);
+}
+
+static struct gw_bucket_rate hello_rate(const struct gw_config *cfg)
+{
+    return (struct gw_bucket_rate){cfg->limits.hello_per_minute / 60.0,
+                                   cfg->limits.hello_burst};
+}
+
+static void limits_setup(struct gw_mqtt_dispatch *d)
+{
+    if (d->limits_ready) {
+        return;
+    }
+    d->limits_ready = true;
+    gw_ratelimit_init(&d->log_limit, log_per_device, log_all, LOG_KEYS_MAX);
+    gw_ratelimit_init(&d->hello_limit,
+                      hello_rate(gw_config_live_get(d->config)),
+                      (struct gw_bucket_rate){0, 0}, HELLO_KEYS_MAX);
+}
+
+void gw_mqtt_dispatch_close(struct gw_mqtt_dispatch *d)
+{
+    if (d->limits_ready) {
+        gw_ratelimit_free(&d->log_limit);
+        gw_ratelimit_free(&d->hello_limit);
+        d->limits_ready = false;
+    }
+}
+
+/* Whether a line about key (a client id, or "" for none) may be logged;
+ * *skipped gets the lines about it left out since its last one. */
+static bool may_log(struct gw_mqtt_dispatch *d, const char *key,
+                    uint64_t *skipped)
+{
+    limits_setup(d);
+    *skipped = 0;
+    return gw_ratelimit_take(&d->log_limit, key, now_ms(d), skipped);
+}
+
+static void refuse(struct gw_mqtt_dispatch *d, enum gw_refusal why,
+                   const char *client_id, const char *subject,
+                   const char *detail)
+{
+    uint64_t skipped;
+    char more[64] = "";
+
     d->counters->refused[why]++;
-    gw_log(GW_LOG_WARN, subject, "message refused (%s): %s",
-           gw_refusal_name(why), detail);
+    if (!may_log(d, client_id, &skipped)) {
+        return;
+    }
+    if (skipped > 0) {
+        snprintf(more, sizeof(more), " (%llu more not logged before this)",
+                 (unsigned long long)skipped);
+    }
+    gw_log(GW_LOG_WARN, subject, "message refused (%s): %s%s",
+           gw_refusal_name(why), detail, more);
 }
 
 static enum gw_refusal refusal_of(int rc)
@@ -28,6 +91,38 @@ static enum gw_refusal refusal_of(int rc)
     }
 }
 
+static bool hello_allowed(struct gw_mqtt_dispatch *d, const char *client_id)
+{
+    limits_setup(d);
+    gw_ratelimit_set_rate(&d->hello_limit,
+                          hello_rate(gw_config_live_get(d->config)),
+                          (struct gw_bucket_rate){0, 0});
+    return gw_ratelimit_take(&d->hello_limit, client_id, now_ms(d), NULL);
+}
+
+/*
+ * Too many hellos: the device has moved on from any session it had (a
+ * hello starts a new one), so that ends; the refused one gets its one
+ * reply, a goodbye, as any hello that cannot start a session.
+ */
+static void hello_rate_refused(struct gw_mqtt_dispatch *d,
+                               const char *client_id, const char *subject)
+{
+    const struct gw_config *cfg = gw_config_live_get(d->config);
+    struct gw_session *old = gw_sessions_find(d->sessions, client_id);
+    char text[96];
+
+    snprintf(text, sizeof(text),
+             "hellos over limits.hello_burst %d / hello_per_minute %d",
+             cfg->limits.hello_burst, cfg->limits.hello_per_minute);
+    refuse(d, GW_REFUSE_HELLO_RATE, client_id, subject, text);
+    if (old != NULL) {
+        gw_session_end(old, GW_END_REPLACED);
+    }
+    gw_publish_goodbye(d->pub, client_id, "");
+    gw_device_settle(d->devices, client_id);
+}
+
 static void on_device_hello(struct gw_mqtt_dispatch *d, const char *client_id,
                             const struct gw_client_id *id,
                             const struct gw_envelope *env, const char *subject)
@@ -36,10 +131,17 @@ static void on_device_hello(struct gw_mqtt_dispatch *d, const char *client_id,
     int rc = gw_device_hello_parse(env->root, &hello);
 
     if (rc != 0) {
-        refuse(d, GW_REFUSE_HELLO, subject, gw_strerror(rc));
+        refuse(d, GW_REFUSE_HELLO, client_id, subject, gw_strerror(rc));
         return;
     }
-    if (d->stopping) {
+    if (gw_device_offline(d->devices, client_id)) {
+        /* An old message (the device cannot speak while offline): no
+         * session, no goodbye, nobody would hear it. */
+        refuse(d, GW_REFUSE_OFFLINE, client_id, subject,
+               "hello from a device the broker says is offline");
+    } else if (!hello_allowed(d, client_id)) {
+        hello_rate_refused(d, client_id, subject);
+    } else if (d->stopping) {
         gw_log(GW_LOG_INFO, subject, "hello during shutdown: refused");
         gw_publish_goodbye(d->pub, client_id, "");
     } else {
@@ -53,14 +155,23 @@ static void on_orphan_message(struct gw_mqtt_dispatch *d, const char *client_id,
                               const struct gw_envelope *env,
                               const char *subject)
 {
+    uint64_t skipped;
+    bool log =
+        gw_log_get_level() >= GW_LOG_DEBUG && may_log(d, client_id, &skipped);
+
     if (env->kind == GW_MSG_GOODBYE || env->kind == GW_MSG_MCP) {
         /* A goodbye needs no answer; MCP works without a voice session. */
-        GW_LOG(GW_LOG_DEBUG, subject, "%s without a session: dropped",
-               env->type);
+        if (log) {
+            GW_LOG(GW_LOG_DEBUG, subject, "%s without a session: dropped",
+                   env->type);
+        }
         return;
     }
     d->counters->no_session_goodbyes++;
-    GW_LOG(GW_LOG_DEBUG, subject, "%s without a session: goodbye", env->type);
+    if (log) {
+        GW_LOG(GW_LOG_DEBUG, subject, "%s without a session: goodbye",
+               env->type);
+    }
     gw_publish_goodbye(d->pub, client_id,
                        env->session_id != NULL ? env->session_id : "");
 }
@@ -79,12 +190,12 @@ static void on_presence(struct gw_mqtt_dispatch *d, const char *client_id,
     int rc = gw_presence_parse((const char *)payload, len, &p);
 
     if (rc != 0) {
-        refuse(d, GW_REFUSE_PRESENCE, subject, gw_strerror(rc));
+        refuse(d, GW_REFUSE_PRESENCE, client_id, subject, gw_strerror(rc));
         return;
     }
     rc = gw_device_on_presence(d->devices, client_id, &p);
     if (rc < 0) {
-        refuse(d, GW_REFUSE_PRESENCE, subject, gw_strerror(rc));
+        refuse(d, GW_REFUSE_PRESENCE, client_id, subject, gw_strerror(rc));
         return;
     }
     if (rc == GW_PRESENCE_ARRIVED || rc == GW_PRESENCE_RETURNED) {
@@ -136,7 +247,7 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
             on_presence(d, client_id, subject, payload, len);
             return;
         }
-        refuse(d, GW_REFUSE_TOPIC, "mqtt",
+        refuse(d, GW_REFUSE_TOPIC, "", "mqtt",
                "not a device topic, or its client id is not a device id");
         return;
     }
@@ -144,7 +255,7 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
     int rc = gw_envelope_parse((const char *)payload, len,
                                (size_t)cfg->limits.max_message_bytes, &env);
     if (rc != 0) {
-        refuse(d, refusal_of(rc), subject, gw_strerror(rc));
+        refuse(d, refusal_of(rc), client_id, subject, gw_strerror(rc));
         return;
     }
     if (env.kind == GW_MSG_HELLO) {
@@ -158,6 +269,26 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
         on_orphan_message(d, client_id, &env, subject);
     }
     gw_envelope_free(&env);
+}
+
+void gw_mqtt_dispatch_retained(struct gw_mqtt_link *link, const char *topic,
+                               const uint8_t *payload, size_t len, void *arg)
+{
+    struct gw_mqtt_dispatch *d = arg;
+    const struct gw_config *cfg = gw_config_live_get(d->config);
+    char client_id[GW_CLIENT_ID_MAX + 1];
+    char subject[GW_CLIENT_ID_MAX + 8];
+    struct gw_client_id id;
+
+    if (!topic_client_id(cfg->mqtt.up_topic, topic, client_id, &id)) {
+        gw_mqtt_dispatch_message(link, topic, payload, len, arg);
+        return;
+    }
+    /* Replayed at every subscribe: a retained hello would otherwise start
+     * a session, and a backend connection, at each gateway start. */
+    snprintf(subject, sizeof(subject), "dev=%s", client_id);
+    refuse(d, GW_REFUSE_RETAINED, client_id, subject,
+           "retained message on an up topic");
 }
 
 void gw_mqtt_dispatch_state(struct gw_mqtt_link *link, bool up, void *arg)

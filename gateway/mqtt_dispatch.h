@@ -2,7 +2,9 @@
  * Messages from the broker, dispatched (docs/architecture.md section 3):
  * a device's up topic carries its hello (a new session), MCP (its link),
  * and everything else for its session; the presence topic feeds the
- * device table. Bad messages are refused, logged and counted here.
+ * device table. Bad messages are refused, logged and counted here; the
+ * log lines are rate-limited per device (the counters have every one),
+ * and so are hellos, each of which opens a backend connection.
  */
 #ifndef GW_MQTT_DISPATCH_H
 #define GW_MQTT_DISPATCH_H
@@ -12,6 +14,7 @@
 #include <stdint.h>
 
 #include "common/mqtt_link.h"
+#include "common/ratelimit.h"
 #include "gateway/config_hold.h"
 #include "gateway/counters.h"
 #include "gateway/device_table.h"
@@ -25,11 +28,27 @@ struct gw_mqtt_dispatch {
     struct gw_publisher *pub;
     struct gw_counters *counters;
     bool stopping; /* shutdown: hellos are refused */
+    /* Set up on first use, freed by gw_mqtt_dispatch_close: */
+    bool limits_ready;
+    struct gw_ratelimit log_limit;   /* refusal lines, per device */
+    struct gw_ratelimit hello_limit; /* hellos, per device */
 };
 
 /* The link's message callback; arg is a struct gw_mqtt_dispatch. */
 void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
                               const uint8_t *payload, size_t len, void *arg);
+
+/*
+ * The link's callback for retained messages; arg is a struct
+ * gw_mqtt_dispatch. Presence is retained by design; a retained message on
+ * an up topic is an old one replayed at subscribe, never the device
+ * speaking now: refused and counted (docs/protocol.md section 2.3).
+ */
+void gw_mqtt_dispatch_retained(struct gw_mqtt_link *link, const char *topic,
+                               const uint8_t *payload, size_t len, void *arg);
+
+/* Frees the rate limits' tables once the link no longer calls in. */
+void gw_mqtt_dispatch_close(struct gw_mqtt_dispatch *d);
 
 /* The link's state callback; arg is a struct gw_mqtt_dispatch. */
 void gw_mqtt_dispatch_state(struct gw_mqtt_link *link, bool up, void *arg);

@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "codec/udp_header.h"
+#include "common/ratelimit.h"
 #include "gateway/ssrc_table.h"
 #include "gateway/udp_audio.h"
 
@@ -60,9 +61,8 @@ struct gw_udp_audio {
     uint32_t queue_bytes;          /* ring size of each peer */
     int port;                      /* bound port */
     struct gw_udp_audio_stats stats;
-    uint64_t log_window_ms;   /* start of the current rate-limit second */
-    unsigned log_budget;      /* debug lines left in it */
-    uint8_t tx[MAX_DATAGRAM]; /* downlink sent without queueing */
+    struct gw_bucket log_bucket;      /* drop lines (gw_udp_note_drop) */
+    uint8_t tx[MAX_DATAGRAM];         /* downlink sent without queueing */
     struct mmsghdr rx_msgs[RX_BATCH]; /* one batch of uplink ... */
     struct iovec rx_iov[RX_BATCH];
     union gw_udp_addr rx_from[RX_BATCH];

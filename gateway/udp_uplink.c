@@ -35,9 +35,6 @@ const uint32_t gw_udp_relay_bounds_us[GW_UDP_RELAY_BUCKETS] = {
     50,   100,  250,  500,   750,   1000,  1500,
     2000, 3000, 5000, 10000, 25000, 50000, 100000};
 
-/* Rate limit of the per-packet debug lines: a burst per second. */
-#define LOG_BURST 10
-
 /* ---- addresses and logging ---- */
 
 static void format_addr(const struct sockaddr *sa, char *out, size_t size)
@@ -90,31 +87,29 @@ static const char *peer_subject(const struct gw_udp_peer *peer)
 }
 
 /*
- * Counts a drop and, at debug level, says so at most LOG_BURST times a
- * second: a flood must cost a counter increment, not a write(2).
+ * Counts a drop and, at debug level, says so within LOG_RATE (a burst,
+ * then a few a second, the same bucket the MQTT refusals use): a flood
+ * must cost a counter increment, not a write(2).
  */
+static const struct gw_bucket_rate LOG_RATE = {.per_s = 5, .burst = 10};
+
 void gw_udp_note_drop(struct gw_udp_audio *ua, enum gw_udp_drop reason,
                       const struct sockaddr *from)
 {
     char name[80];
-    uint64_t now;
+    uint64_t left_out = 0;
 
     ua->stats.drops[reason]++;
     if (gw_log_get_level() < GW_LOG_DEBUG) {
         return;
     }
-    now = uv_now(ua->loop);
-    if (now - ua->log_window_ms >= 1000) {
-        ua->log_window_ms = now;
-        ua->log_budget = LOG_BURST;
-    }
-    if (ua->log_budget == 0) {
+    if (!gw_bucket_take(&ua->log_bucket, &LOG_RATE, uv_now(ua->loop),
+                        &left_out)) {
         return; /* the counters have the rest */
     }
-    ua->log_budget--;
     format_addr(from, name, sizeof(name));
-    gw_log(GW_LOG_DEBUG, "udp", "drop %s from %s", gw_udp_drop_name(reason),
-           name);
+    gw_log(GW_LOG_DEBUG, "udp", "drop %s from %s (%llu not logged before)",
+           gw_udp_drop_name(reason), name, (unsigned long long)left_out);
 }
 
 /* ---- uplink ---- */

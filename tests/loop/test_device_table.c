@@ -286,6 +286,38 @@ static void test_presence_reset(void **state)
 /* ---- sessions --------------------------------------------------------- */
 
 /* With no presence, a device is online while a session holds it. */
+/*
+ * What the broker last said is offline is remembered without a record, so
+ * that an old hello of such a device starts nothing; online, or a broker
+ * reconnect (presence is replayed), forgets it. Stale news marks nothing.
+ */
+static void test_offline_marks(void **state)
+{
+    (void)state;
+    start("{\"discover\":false}");
+    assert_false(gw_device_offline(&T.t, DEV));
+    assert_int_equal(presence(DEV, false, "", 3), GW_PRESENCE_SAME);
+    assert_true(gw_device_offline(&T.t, DEV));
+    assert_null(gw_device_find(&T.t, DEV));
+    assert_false(gw_device_offline(&T.t, DEV2));
+    assert_int_equal(presence(DEV, true, "192.0.2.1", 4), GW_PRESENCE_ARRIVED);
+    assert_false(gw_device_offline(&T.t, DEV));
+    /* An offline about the older connection is stale: still online. */
+    assert_int_equal(presence(DEV, false, "", 3), GW_PRESENCE_SAME);
+    assert_false(gw_device_offline(&T.t, DEV));
+    assert_int_equal(presence(DEV, false, "", 4), GW_PRESENCE_LEFT);
+    assert_true(gw_device_offline(&T.t, DEV));
+    assert_int_equal(presence(DEV2, false, "", 1), GW_PRESENCE_SAME);
+    assert_int_equal(T.t.n_offline, 2);
+    gw_device_table_presence_reset(&T.t);
+    assert_false(gw_device_offline(&T.t, DEV));
+    assert_false(gw_device_offline(&T.t, DEV2));
+    assert_int_equal(T.t.n_offline, 0);
+    /* Marks left at close are freed with the table (ASan checks). */
+    assert_int_equal(presence(DEV3, false, "", 1), GW_PRESENCE_SAME);
+    assert_true(gw_device_offline(&T.t, DEV3));
+}
+
 static void test_session_makes_record(void **state)
 {
     struct gw_device *d = NULL;
@@ -702,6 +734,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_presence_bad_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_presence_reset, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_offline_marks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_makes_record, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_session_keep_online, setup,

@@ -2,6 +2,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -44,6 +45,7 @@ static void test_defaults(void **state)
     assert_string_equal(o.topic_prefix, "devices");
     assert_int_equal(o.prefix_len, 7);
     assert_string_equal(o.down_pattern, "devices/+/down");
+    assert_int_equal(o.max_message_bytes, 65536);
     gw_broker_options_free(&o);
     assert_null(o.device_key);
     assert_null(o.down_pattern);
@@ -126,6 +128,12 @@ static void test_bad_values(void **state)
         {"topic_prefix", "devices/", "end with '/'"},
         {"topic_prefix", "$SYS", "'$'"},
         {"topic_prefix", long_prefix, "too long"},
+        {"max_message_bytes", "", "empty"},
+        {"max_message_bytes", "0", "byte count"},
+        {"max_message_bytes", "-1", "byte count"},
+        {"max_message_bytes", "64k", "byte count"},
+        {"max_message_bytes", "268435456", "byte count"},
+        {"max_message_bytes", "99999999999999999999", "byte count"},
     };
     (void)state;
 
@@ -137,6 +145,25 @@ static void test_bad_values(void **state)
                          GW_EINVAL);
         assert_non_null(strstr(err, cases[i].key));
         assert_non_null(strstr(err, cases[i].says));
+        gw_broker_options_free(&o);
+    }
+}
+
+/* The device payload bound: any count MQTT allows, checked once. */
+static void test_max_message_bytes(void **state)
+{
+    static const char *const good[] = {"1", "8192", "268435455"};
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        struct gw_broker_options o = {0};
+        char err[256] = "";
+        set_required(&o, NULL);
+        assert_int_equal(gw_broker_options_set(&o, "max_message_bytes", good[i],
+                                               err, sizeof(err)),
+                         0);
+        assert_int_equal(gw_broker_options_check(&o, err, sizeof(err)), 0);
+        assert_int_equal(o.max_message_bytes, (size_t)atol(good[i]));
         gw_broker_options_free(&o);
     }
 }
@@ -177,6 +204,7 @@ int main(void)
         cmocka_unit_test(test_required),
         cmocka_unit_test(test_unknown_and_twice),
         cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_max_message_bytes),
         cmocka_unit_test(test_device_topic_outside_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -325,6 +325,50 @@ static void test_device_hello_oversized(void **state)
     free(buf);
 }
 
+/*
+ * Identity is the gateway's (docs/protocol.md section 6.2): members that
+ * name what it derives from the login never reach the backend hello, in
+ * any spelling, while a member the firmware may add later passes as it is.
+ */
+static void test_device_hello_identity_dropped(void **state)
+{
+    static const char text[] =
+        HELLO_HEAD "\"client_id\":\"forged-uuid\",\"device_id\":\"aa:bb:cc:dd:"
+                   "ee:ff\",\"Client-Id\":\"x\",\"deviceId\":\"y\",\"mac\":"
+                   "\"z\",\"uuid\":\"u\",\"x-forwarded-for\":\"10.0.0.1\","
+                   "\"authorization\":\"Bearer t\",\"future_field\":{\"a\":1},"
+                   "\"client\":\"kept\"}";
+    static const char want[] =
+        "{\"type\":\"hello\",\"version\":2,\"transport\":\"websocket\","
+        "\"audio_params\":{\"format\":\"opus\",\"sample_rate\":16000,"
+        "\"channels\":1,\"frame_duration\":60},\"future_field\":{\"a\":1},"
+        "\"client\":\"kept\"}";
+    struct gw_device_hello h;
+    size_t len = 0;
+
+    (void)state;
+    assert_int_equal(parse_device_text(text, sizeof(text) - 1, &h), 0);
+    char *out = gw_backend_hello_build(&h, &len);
+    assert_non_null(out);
+    assert_string_equal(out, want);
+    assert_int_equal(len, strlen(want));
+    cJSON_free(out);
+    gw_device_hello_free(&h);
+
+    assert_true(gw_hello_member_reserved("CLIENT_ID"));
+    assert_true(gw_hello_member_reserved("protocol-version"));
+    assert_false(gw_hello_member_reserved("text_font"));
+    assert_false(gw_hello_member_reserved(""));
+    assert_false(gw_hello_member_reserved(
+        "client_id_with_a_name_longer_than_any_reserved_one"));
+
+    /* Only reserved extras: nothing extra is left at all. */
+    static const char only[] = HELLO_HEAD "\"device_id\":1}";
+    assert_int_equal(parse_device_text(only, sizeof(only) - 1, &h), 0);
+    assert_null(h.extra);
+    gw_device_hello_free(&h);
+}
+
 #define SID36 "c5b0e6a4-1d2b-4f0e-9a51-2f1c2d3e4f50"
 #define SID128                                                                 \
     "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"         \
@@ -794,6 +838,7 @@ int main(void)
         cmocka_unit_test(test_device_hello_table),
         cmocka_unit_test(test_device_hello_args),
         cmocka_unit_test(test_device_hello_oversized),
+        cmocka_unit_test(test_device_hello_identity_dropped),
         cmocka_unit_test(test_backend_hello_table),
         cmocka_unit_test(test_backend_hello_capacity),
         cmocka_unit_test(test_server_hello_exact),
