@@ -34,6 +34,35 @@ static void on_uplink(struct gw_udp_peer *peer, uint32_t timestamp,
 
 /* ---- lifecycle ---- */
 
+/* The outbox hears the broker first: what waits for a device goes out
+ * before anything its message causes. */
+static void on_mqtt_message(struct gw_mqtt_link *link, const char *topic,
+                            const uint8_t *payload, size_t len, void *arg)
+{
+    struct gw_instance *inst = arg;
+
+    gw_publish_heard(&inst->pub, topic, payload, len);
+    gw_mqtt_dispatch_message(link, topic, payload, len, &inst->dispatch);
+}
+
+/* Replayed at subscribe: presence counts, a device's own message not. */
+static void on_mqtt_retained(struct gw_mqtt_link *link, const char *topic,
+                             const uint8_t *payload, size_t len, void *arg)
+{
+    struct gw_instance *inst = arg;
+
+    gw_publish_heard_retained(&inst->pub, topic, payload, len);
+    gw_mqtt_dispatch_retained(link, topic, payload, len, &inst->dispatch);
+}
+
+static void on_mqtt_state(struct gw_mqtt_link *link, bool up, void *arg)
+{
+    struct gw_instance *inst = arg;
+
+    gw_mqtt_dispatch_state(link, up, &inst->dispatch);
+    gw_publish_link_state(&inst->pub, up);
+}
+
 static int start_mqtt(struct gw_instance *inst)
 {
     const struct gw_config *cfg = gw_instance_config(inst);
@@ -49,11 +78,13 @@ static int start_mqtt(struct gw_instance *inst)
         .ca_file = cfg->mqtt.tls.ca_file,
         .cert_file = cfg->mqtt.tls.cert_file,
         .key_file = cfg->mqtt.tls.key_file,
+        .status_topic = cfg->mqtt.status_topic,
         .topics = topics,
         .n_topics = cfg->mqtt.presence_topic[0] != '\0' ? 2 : 1,
-        .on_message = gw_mqtt_dispatch_message,
-        .on_state = gw_mqtt_dispatch_state,
-        .arg = &inst->dispatch,
+        .on_message = on_mqtt_message,
+        .on_retained = on_mqtt_retained,
+        .on_state = on_mqtt_state,
+        .arg = inst,
     };
     int rc = gw_mqtt_link_init(inst->loop, &opts, &inst->mqtt);
 
@@ -320,6 +351,9 @@ static void close_parts(struct gw_instance *inst)
         gw_mqtt_link_close(inst->mqtt, on_mqtt_closed, inst);
         inst->pub.link = NULL;
     }
+    gw_publish_close(&inst->pub);
+    /* The link calls in no more: the dispatcher's tables can go. */
+    gw_mqtt_dispatch_close(&inst->dispatch);
     on_part_closed(inst); /* the hold taken above */
 }
 
@@ -404,6 +438,16 @@ void gw_instance_log_stats(const struct gw_instance *inst)
                                  " refused[%s]=%llu", gw_refusal_name(i),
                                  (unsigned long long)inst->counters.refused[i]);
         }
+    }
+    if (inst->pub.stats.held > 0 && n < sizeof(line)) {
+        n += (size_t)snprintf(
+            line + n, sizeof(line) - n,
+            " outbox[held]=%llu outbox[sent]=%llu outbox[expired]=%llu "
+            "outbox[overflow]=%llu",
+            (unsigned long long)inst->pub.stats.held,
+            (unsigned long long)inst->pub.stats.sent,
+            (unsigned long long)inst->pub.stats.expired,
+            (unsigned long long)inst->pub.stats.overflow);
     }
     gw_udp_audio_get_stats(inst->udp, &us);
     for (int i = 0; i < GW_UDP_DROP_COUNT_ && n < sizeof(line); i++) {

@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "gateway/mcp_server.h"
 
@@ -161,6 +164,32 @@ static void sessions_part(struct out *o, const struct gw_metrics_sources *src)
            st->presence_offline);
 }
 
+/* The outbox of device-bound messages held over a broker outage. Held is
+ * sent + expired + what waits now; overflow ones were never held. */
+static void outbox_part(struct out *o, const struct gw_metrics_sources *src)
+{
+    const struct gw_publisher *pub = src->sessions->env.pub;
+
+    if (pub == NULL) {
+        return;
+    }
+    family(o, "hybridgw_outbox_messages_total", "counter",
+           "Device-bound messages the outbox handled over broker outages, by "
+           "outcome.");
+    sample(o, "hybridgw_outbox_messages_total", "outcome", "held",
+           pub->stats.held);
+    sample(o, "hybridgw_outbox_messages_total", "outcome", "sent",
+           pub->stats.sent);
+    sample(o, "hybridgw_outbox_messages_total", "outcome", "expired",
+           pub->stats.expired);
+    sample(o, "hybridgw_outbox_messages_total", "outcome", "overflow",
+           pub->stats.overflow);
+    gauge(o, "hybridgw_outbox_depth_messages",
+          "Device-bound messages waiting in the outbox.", pub->held_count);
+    gauge(o, "hybridgw_outbox_depth_bytes",
+          "Payload bytes waiting in the outbox.", pub->held_bytes);
+}
+
 /* A histogram from per-bucket counts (n bounds, then the rest), in
  * seconds: bounds and sum are given in units of 1/scale s. */
 static void histogram(struct out *o, const char *name, const char *help,
@@ -291,6 +320,9 @@ static void mcp_part(struct out *o, const struct gw_metrics_sources *src)
                 "MCP server sessions opened.", ss.sessions_opened);
         counter(o, "hybridgw_mcp_server_sessions_expired_total",
                 "MCP server sessions that expired.", ss.sessions_expired);
+        counter(o, "hybridgw_mcp_server_sessions_refused_total",
+                "MCP server sessions refused with mcp.max_sessions open.",
+                ss.sessions_refused);
         counter(o, "hybridgw_mcp_server_requests_total",
                 "JSON-RPC requests the MCP server handled.", ss.requests);
         counter(o, "hybridgw_mcp_server_rejected_total",
@@ -314,6 +346,62 @@ static void http_part(struct out *o, const struct gw_metrics_sources *src)
             sample(o, "hybridgw_http_responses_total", "code", code, n);
         }
     }
+    if (src->http_server_stats != NULL) {
+        struct gw_http_server_stats hs;
+        src->http_server_stats(src->http_arg, &hs);
+        counter(o, "hybridgw_http_connections_refused_total",
+                "HTTP connections closed at accept, over a connection limit.",
+                hs.connections_refused);
+        gauge(o, "hybridgw_http_connections", "HTTP connections open now.",
+              hs.connections);
+        gauge(o, "hybridgw_http_body_bytes",
+              "Bytes of request bodies the HTTP server holds now.",
+              hs.body_bytes);
+    }
+}
+
+/* Tallies of the loop's handles, for uv_walk. */
+struct handle_tally {
+    uint64_t open, active, timers;
+};
+
+static void tally_handle(uv_handle_t *h, void *arg)
+{
+    struct handle_tally *t = arg;
+
+    if (uv_is_closing(h)) {
+        return;
+    }
+    t->open++;
+    if (uv_is_active(h)) {
+        t->active++;
+        t->timers += h->type == UV_TIMER;
+    }
+}
+
+/* The loop's handles: a leak of sockets or timers shows here long before
+ * it shows in memory (the soak test watches these). uv_walk is linear in
+ * the handles, a few thousand per scrape. */
+static void loop_part(struct out *o, const struct gw_metrics_sources *src)
+{
+    struct handle_tally t = {0};
+
+    uv_walk(src->loop, tally_handle, &t);
+    gauge(o, "hybridgw_loop_handles", "libuv handles open on the loop.",
+          t.open);
+    gauge(o, "hybridgw_loop_active_handles",
+          "libuv handles active on the loop (timers running, sockets read).",
+          t.active);
+    gauge(o, "hybridgw_loop_active_timers", "libuv timers running.", t.timers);
+#if defined(__GLIBC__) &&                                                      \
+    (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    /* Bytes the program holds, unlike RSS, which keeps the high-water mark
+     * of a heap that glibc rarely gives back. */
+    struct mallinfo2 mi = mallinfo2();
+    gauge(o, "hybridgw_heap_in_use_bytes",
+          "Heap bytes allocated and not yet freed (glibc mallinfo2).",
+          (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd);
+#endif
 }
 
 int gw_metrics_format(const struct gw_metrics_sources *src, char **out,
@@ -326,9 +414,11 @@ int gw_metrics_format(const struct gw_metrics_sources *src, char **out,
     }
     o.buf[0] = '\0';
     sessions_part(&o, src);
+    outbox_part(&o, src);
     transport_part(&o, src);
     mcp_part(&o, src);
     http_part(&o, src);
+    loop_part(&o, src);
     if (o.oom) {
         free(o.buf);
         return GW_ENOMEM;

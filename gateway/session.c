@@ -7,6 +7,7 @@
  */
 #include "gateway/session.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,42 @@ static const struct gw_session_env *env_of(const struct gw_session *s)
 static uint64_t age_ms(const struct gw_session *s)
 {
     return uv_now(env_of(s)->loop) - s->started_ms;
+}
+
+/*
+ * A backend that sends garbage is counted for every message and logged
+ * for a few: per session a burst of 5, then one every 10 s, and all
+ * sessions together 5 a second after a burst of 50.
+ */
+static const struct gw_bucket_rate log_per_session = {0.1, 5};
+static const struct gw_bucket_rate log_all_sessions = {5, 50};
+
+/* Counts a refused backend message and logs why, rate-limited. */
+__attribute__((format(printf, 2, 3))) static void
+backend_refused(struct gw_session *s, const char *fmt, ...)
+{
+    struct gw_sessions *t = s->table;
+    uint64_t now = uv_now(t->env.loop), skipped = 0;
+    char text[160];
+    va_list ap;
+
+    t->env.counters->refused[GW_REFUSE_BACKEND]++;
+    if (!gw_bucket_take(&t->log_all, &log_all_sessions, now, NULL)) {
+        s->log_bucket.refused++; /* told with the session's next line */
+        return;
+    }
+    if (!gw_bucket_take(&s->log_bucket, &log_per_session, now, &skipped)) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (skipped > 0) {
+        gw_log(GW_LOG_WARN, s->subject, "%s (%llu more not logged before this)",
+               text, (unsigned long long)skipped);
+    } else {
+        gw_log(GW_LOG_WARN, s->subject, "%s", text);
+    }
 }
 
 static void set_subject(struct gw_session *s)
@@ -163,6 +200,58 @@ static bool is_tts_start(const struct gw_envelope *env)
     return cJSON_IsString(state) && strcmp(state->valuestring, "start") == 0;
 }
 
+/*
+ * Downlink audio waits for its "tts start". Sent now, the broker needs a
+ * head start of limits.tts_start_guard_ms. Held in the outbox (the broker
+ * is away), the audio waits until the outbox sends it (on_outbox_sent),
+ * at most limits.outbox_age_ms, after which the outbox has dropped it
+ * anyway; the UDP queue bounds what waits meanwhile (beyond it, audio is
+ * dropped as queue_full).
+ */
+static void hold_for_tts_start(struct gw_session *s, bool held)
+{
+    const struct gw_config *cfg = s->hold->cfg;
+    unsigned guard = (unsigned)cfg->limits.tts_start_guard_ms;
+
+    if (!held) {
+        s->tts_start_waits = false; /* an earlier one expired unsent */
+        gw_udp_peer_hold(&s->udp, guard);
+        return;
+    }
+    if (!s->tts_start_waits) {
+        gw_log(GW_LOG_INFO, s->subject,
+               "tts start held in the outbox: downlink audio waits for it");
+    }
+    /* The latest one counts: it goes out last of what waits. */
+    s->tts_start_waits = true;
+    s->tts_start_held_ms = uv_now(env_of(s)->loop);
+    gw_udp_peer_hold(&s->udp, (unsigned)cfg->limits.outbox_age_ms + guard);
+}
+
+/* The outbox sent everything it held for client_id. */
+static void on_outbox_sent(void *arg, const char *client_id)
+{
+    struct gw_sessions *t = arg;
+    struct gw_session *s = gw_sessions_find(t, client_id);
+
+    if (s == NULL || !s->tts_start_waits) {
+        return;
+    }
+    s->tts_start_waits = false;
+    const struct gw_config *cfg = s->hold->cfg;
+    uint64_t waited = uv_now(t->env.loop) - s->tts_start_held_ms;
+    /* The outbox drops what is older before it sends: past the age the
+     * tts start was among the dropped (logged there), and the hold set
+     * for it has run out or soon will. */
+    if (waited > (uint64_t)cfg->limits.outbox_age_ms) {
+        return;
+    }
+    gw_log(GW_LOG_INFO, s->subject,
+           "tts start sent after %llu ms in the outbox: downlink audio goes",
+           (unsigned long long)waited);
+    gw_udp_peer_hold(&s->udp, (unsigned)cfg->limits.tts_start_guard_ms);
+}
+
 /* Backend JSON for the device: validated, then passed on byte for byte. */
 static void relay_to_device(struct gw_session *s, const char *text, size_t len)
 {
@@ -172,9 +261,7 @@ static void relay_to_device(struct gw_session *s, const char *text, size_t len)
     int rc = gw_envelope_parse(text, len, DEVICE_PAYLOAD_MAX, &env);
 
     if (rc != 0) {
-        counters->refused[GW_REFUSE_BACKEND]++;
-        gw_log(GW_LOG_WARN, s->subject, "backend message refused: %s",
-               gw_strerror(rc));
+        backend_refused(s, "backend message refused: %s", gw_strerror(rc));
         return;
     }
     if (env.kind == GW_MSG_HELLO) {
@@ -183,8 +270,7 @@ static void relay_to_device(struct gw_session *s, const char *text, size_t len)
                !cJSON_IsString(
                    cJSON_GetObjectItemCaseSensitive(env.root, "state"))) {
         /* Older firmware crashes on a tts message without a state. */
-        counters->refused[GW_REFUSE_BACKEND]++;
-        gw_log(GW_LOG_WARN, s->subject, "tts message without state dropped");
+        backend_refused(s, "tts message without state dropped");
     } else if (env.kind == GW_MSG_GOODBYE) {
         /* The device acts on it only with its current session id. */
         gw_publish_goodbye(senv->pub, s->client_id, s->session_id);
@@ -194,15 +280,13 @@ static void relay_to_device(struct gw_session *s, const char *text, size_t len)
     } else if (env.kind == GW_MSG_MCP) {
         if (gw_mcp_relay_from_backend(&s->relay, s->dev, &env, text, len) !=
             0) {
-            counters->refused[GW_REFUSE_BACKEND]++;
-            gw_log(GW_LOG_WARN, s->subject,
-                   "backend mcp is not JSON-RPC: dropped");
+            backend_refused(s, "backend mcp is not JSON-RPC: dropped");
         } else {
             counters->backend_messages++;
         }
     } else {
         counters->backend_messages++;
-        (void)gw_publish_json(senv->pub, s->client_id, text, len);
+        rc = gw_publish_json(senv->pub, s->client_id, text, len);
         /*
          * The device plays downlink only after "tts start", which travels
          * through the broker while audio comes straight over UDP: audio
@@ -211,8 +295,8 @@ static void relay_to_device(struct gw_session *s, const char *text, size_t len)
          * gives the broker that head start.
          */
         if (env.kind == GW_MSG_TTS && is_tts_start(&env)) {
-            gw_udp_peer_hold(&s->udp,
-                             (uint64_t)s->hold->cfg->limits.tts_start_guard_ms);
+            hold_for_tts_start(
+                s, rc == 0 && gw_publish_waiting(senv->pub, s->client_id));
         }
     }
     gw_envelope_free(&env);
@@ -263,9 +347,7 @@ static void on_ws_text(struct gw_backend_conn *conn, const char *text,
     if (rc != 0) {
         /* The hello timer still runs: a backend that never says a valid
          * hello ends the session there. */
-        env_of(s)->counters->refused[GW_REFUSE_BACKEND]++;
-        gw_log(GW_LOG_WARN, s->subject, "backend message before hello: %s",
-               gw_strerror(rc));
+        backend_refused(s, "backend message before hello: %s", gw_strerror(rc));
         return;
     }
     activate(s, &audio);
@@ -454,6 +536,10 @@ void gw_sessions_init(struct gw_sessions *t, const struct gw_session_env *env)
     t->env = *env;
     gw_list_init(&t->live);
     gw_list_init(&t->closing);
+    if (env->pub != NULL) {
+        env->pub->on_sent = on_outbox_sent;
+        env->pub->on_sent_arg = t;
+    }
 }
 
 size_t gw_sessions_live(const struct gw_sessions *t)

@@ -18,6 +18,7 @@
 #include "codec/envelope.h"
 #include "codec/hello.h"
 #include "common/list.h"
+#include "common/ratelimit.h"
 #include "gateway/backend_ws.h"
 #include "gateway/config_hold.h"
 #include "gateway/counters.h"
@@ -45,6 +46,7 @@ struct gw_sessions {
     struct gw_list closing; /* CLOSING: handles still closing */
     size_t n_live, n_closing;
     uint64_t next_serial;
+    struct gw_bucket log_all; /* refusal lines of all sessions together */
     /* Told when the last session's memory is released. */
     void (*on_empty)(struct gw_sessions *t, void *arg);
     void *on_empty_arg;
@@ -71,6 +73,9 @@ struct gw_session {
     uint64_t started_ms;          /* loop time of the device hello */
     uint64_t serial;              /* unique per instance */
     bool timer_closed;            /* timer's close callback ran */
+    bool tts_start_waits;         /* its tts start is in the outbox */
+    uint64_t tts_start_held_ms;   /* loop time it was held */
+    struct gw_bucket log_bucket;  /* its backend's refused messages */
 };
 
 void gw_sessions_init(struct gw_sessions *t, const struct gw_session_env *env);

@@ -269,7 +269,8 @@ int gw_sim_device_init(uv_loop_t *loop,
         .username = d->username,
         .password = d->has_password ? d->password : NULL,
         .keepalive_s = opts->keepalive_s,
-        .tls = opts->port == 8883, /* the firmware's rule */
+        .tls = opts->tls || opts->port == 8883, /* the firmware's rule */
+        .ca_file = opts->ca_file,
         .topics = topics,
         .n_topics = d->sub_topic[0] ? 1 : 0,
         .on_message = gw_sim_dev_on_message,

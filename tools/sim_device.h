@@ -166,7 +166,8 @@ struct gw_sim_result {
     uint64_t down_datagrams;         /* every datagram read */
     uint64_t down_accepted;          /* passed the strict checks */
     uint64_t down_played;            /* decoded (or inspected) and counted */
-    uint64_t down_lost;              /* sequence numbers skipped */
+    uint64_t down_lost;              /* skipped sequence numbers, and
+                                        frames dropped before tts start */
     uint64_t drops[GW_SIM_DROP_COUNT_];
     double jitter_ms;     /* RFC 3550 style, vs each packet's duration */
     double max_jitter_ms; /* largest single deviation */
@@ -186,7 +187,9 @@ typedef void (*gw_sim_device_close_cb)(struct gw_sim_device *d, void *arg);
 
 struct gw_sim_device_options {
     const char *host;            /* broker */
-    int port;                    /* broker port (8883 would mean TLS) */
+    int port;                    /* broker port (8883 means TLS) */
+    bool tls;                    /* TLS on any port (tests) */
+    const char *ca_file;         /* CA for the broker; NULL: system */
     const char *client_id;       /* NULL: GID_test@@@<mac>@@@<uuid> */
     const char *username;        /* NULL: base64 of {"ip":"127.0.0.1"} */
     const char *password;        /* NULL: made from key, or none */

@@ -100,6 +100,19 @@ run_mosquitto() {
     wait_for_ready "$MOSQ_PID" "$log" "$re" $((before + 1))
 }
 
+# The test brokers' message_size_limit and max_packet_size, as the shipped
+# configs set them (deploy/mosquitto-hybridgw.conf); BROKER_SIZE_LIMIT=
+# leaves both out.
+BROKER_SIZE_LIMIT=${BROKER_SIZE_LIMIT-65536}
+
+# size_limit_line: the two lines, or nothing.
+size_limit_line() {
+    if [ -n "$BROKER_SIZE_LIMIT" ]; then
+        echo "message_size_limit $BROKER_SIZE_LIMIT"
+        echo "max_packet_size $((BROKER_SIZE_LIMIT + 1024))"
+    fi
+}
+
 # start_broker NAME [PORT]: a mosquitto of our own, logging to
 # $GW_TMP/NAME.log; sets BROKER_PORT and BROKER_PID.
 start_broker() {
@@ -110,6 +123,7 @@ listener $BROKER_PORT 127.0.0.1
 allow_anonymous true
 persistence false
 set_tcp_nodelay true
+$(size_limit_line)
 log_dest stderr
 log_type error
 log_type warning
@@ -184,9 +198,10 @@ need_plugin() {
     [ -f "$PLUGIN" ] || bail "the plugin is built ($PLUGIN)"
 }
 
-# start_plugin_broker NAME: mosquitto loading the plugin (device key
-# PLUGIN_KEY, gateway account PLUGIN_GW_USER/PASS); sets BROKER_PORT,
-# BROKER_PID, and GW_MQTT_USER/PASS for write_gateway_config.
+# start_plugin_broker NAME [LINES]: mosquitto loading the plugin (device
+# key PLUGIN_KEY, gateway account PLUGIN_GW_USER/PASS, then the config
+# LINES); sets BROKER_PORT, BROKER_PID, and GW_MQTT_USER/PASS for
+# write_gateway_config.
 start_plugin_broker() {
     local name=$1 rc
     BROKER_PORT=$(free_port)
@@ -195,12 +210,14 @@ listener $BROKER_PORT 127.0.0.1
 allow_anonymous false
 persistence false
 set_tcp_nodelay true
+$(size_limit_line)
 log_dest stderr
 log_type all
 plugin $PLUGIN
 plugin_opt_device_key $PLUGIN_KEY
 plugin_opt_gateway_username $PLUGIN_GW_USER
 plugin_opt_gateway_password $PLUGIN_GW_PASS
+${2:-}
 CONF
     GW_MQTT_USER=$PLUGIN_GW_USER
     GW_MQTT_PASS=$PLUGIN_GW_PASS

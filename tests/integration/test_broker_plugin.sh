@@ -57,8 +57,14 @@ plugin_opt_gateway_username $PLUGIN_GW_USER
 plugin_opt_gateway_password $PLUGIN_GW_PASS
 plugin_opt_device_keys $PLUGIN_KEY" \
     "unknown option plugin_opt_device_keys"
+refused_start status-under-prefix "plugin_opt_device_key $PLUGIN_KEY
+plugin_opt_gateway_username $PLUGIN_GW_USER
+plugin_opt_gateway_password $PLUGIN_GW_PASS
+plugin_opt_gateway_status_topic devices/gw/presence" \
+    "plugin_opt_gateway_status_topic 'devices/gw/presence' must not be under"
 
-start_plugin_broker broker || bail "the broker starts with the plugin"
+start_plugin_broker broker "plugin_opt_gateway_status_topic hybridgw/it/status" ||
+    bail "the broker starts with the plugin"
 BLOG=$GW_TMP/broker.log
 
 # password CLIENT_ID [USERNAME]: the xiaozhi password of a device.
@@ -432,6 +438,104 @@ check "a gateway subscribing now gets every device's last state, retained" \
             "$(presence "$id" | tail -n 1)"
     done | sort)"
 
+echo "# 9. device publishes: never retained"
+dev_r=$(dev_id 40)
+dev_pub "$dev_r" -r -t device-server \
+    -m '{"type":"hello","version":3,"transport":"udp"}'
+check "the plugin logs the cleared retain flag" wait_for_line "$BLOG" \
+    "device '$dev_r': retain flag cleared .1 from this connection"
+# A new subscriber gets what is retained under the device's topics, then
+# stops at the first live message: the marker published after it.
+mosquitto_sub "${GW_LOGIN[@]}" -i it-gw-retained -F '%r %t' \
+    -t "devices/$dev_r/+" --retained-only >"$GW_TMP/retained.out" 2>&1 &
+ret_pid=$!
+wait_for_line "$BLOG" 'Sending SUBACK to it-gw-retained$'
+gw_pub -t "devices/$dev_r/marker" -m end
+check "the subscriber ends at the live marker" wait_for_exit "$ret_pid"
+check "only the device's presence is retained, not its hello" \
+    same "$GW_TMP/retained.out" "1 devices/$dev_r/presence"
+
+echo "# 9b. wills: the gateway account's to its status topic, nothing else"
+# Each client is killed with -9: the broker then checks its will right
+# after the plugin's disconnect event.
+# will_bg CLIENT_ID WILL_TOPIC SUB_TOPIC LOGIN...: a subscriber to
+# SUB_TOPIC (one it may read: a refused subscription ends mosquitto_sub
+# cleanly, will discarded) with a retained QoS 1 will on WILL_TOPIC,
+# killed with -9 once subscribed.
+will_bg() {
+    local id=$1 topic=$2 sub=$3
+    shift 3
+    sub_bg "will-$id" "$id" "$@" -i "$id" -t "$sub" \
+        --will-topic "$topic" --will-payload '{"state":"offline"}' \
+        --will-retain --will-qos 1 || not_ok "$id subscribes"
+    kill_quietly KILL "$SUB_PID"
+}
+will_bg it-gw-will hybridgw/it/status it/will "${GW_LOGIN[@]}"
+check "the gateway's will on its status topic is let through" \
+    wait_for_line "$BLOG" "the gateway's will on 'hybridgw/it/status' let through"
+will_bg it-gw-will2 hybridgw/it/other it/will "${GW_LOGIN[@]}"
+check "a gateway-account will elsewhere is denied" \
+    wait_for_line "$BLOG" "denied write of 'hybridgw/it/other' to client 'it-gw-will2'"
+dev_w=$(dev_id 42)
+login "$dev_w"
+will_bg "$dev_w" "devices/$dev_w/up" "devices/$dev_w/down" "${LOGIN[@]}"
+check "a device's will, even on its own up topic, is denied" \
+    wait_for_line "$BLOG" "denied write of 'devices/$dev_w/up' to client '$dev_w'"
+mosquitto_sub "${GW_LOGIN[@]}" -i it-gw-wills -F '%r %t %p' \
+    -t 'hybridgw/it/#' -t "devices/$dev_w/up" --retained-only \
+    >"$GW_TMP/wills.out" 2>&1 &
+ret_pid=$!
+wait_for_line "$BLOG" 'Sending SUBACK to it-gw-wills$'
+gw_pub -t hybridgw/it/marker -m end
+check "the will subscriber ends at the live marker" wait_for_exit "$ret_pid"
+check "only the gateway's status will is retained" \
+    same "$GW_TMP/wills.out" '1 hybridgw/it/status {"state":"offline"}'
+
 stop_pid "$BROKER_PID"
 check "mosquitto stops cleanly with the plugin" test "${EXIT_CODE:-1}" -eq 0
+
+echo "# 10. device publishes: the plugin's size bound, without message_size_limit"
+BROKER_SIZE_LIMIT='' start_plugin_broker big "plugin_opt_max_message_bytes 2048" ||
+    bail "a broker without message_size_limit starts"
+BLOG=$GW_TMP/big.log
+GW_LOGIN=(-p "$BROKER_PORT" -u "$PLUGIN_GW_USER" -P "$PLUGIN_GW_PASS")
+check "the broker has no message_size_limit" \
+    not grep -q message_size_limit "$GW_TMP/big.conf"
+sub_bg up it-gw-up "${GW_LOGIN[@]}" -i it-gw-up -t 'devices/+/up' -F '%t %l' ||
+    not_ok "the up watcher subscribes"
+dev_z=$(dev_id 41)
+head -c 2049 /dev/zero | tr '\0' x >"$GW_TMP/over.bin"
+head -c 2048 /dev/zero | tr '\0' y >"$GW_TMP/limit.bin"
+dev_pub "$dev_z" -t device-server -f "$GW_TMP/over.bin"
+dev_pub "$dev_z" -t device-server -f "$GW_TMP/limit.bin"
+dev_pub "$dev_z" -t device-server -m marker
+check "the marker arrives" wait_for_line "$GW_TMP/up.out" "/up 6\$"
+check "the publish at the bound passes, the one over it does not" \
+    same "$GW_TMP/up.out" "devices/$dev_z/up 2048
+devices/$dev_z/up 6"
+check "the refusal is logged with its size and count" grep -qF \
+    "device '$dev_z': publish of 2049 bytes refused, over plugin_opt_max_message_bytes 2048 (1 from this connection, 1 in all)" \
+    "$BLOG"
+kill_quietly TERM "$SUB_PID"
+stop_pid "$BROKER_PID"
+
+echo "# 11. the default bound refuses 64 MiB from a device"
+BROKER_SIZE_LIMIT='' start_plugin_broker huge ||
+    bail "a broker with the default bound starts"
+BLOG=$GW_TMP/huge.log
+GW_LOGIN=(-p "$BROKER_PORT" -u "$PLUGIN_GW_USER" -P "$PLUGIN_GW_PASS")
+sub_bg up2 it-gw-up2 "${GW_LOGIN[@]}" -i it-gw-up2 -t 'devices/+/up' -F '%t %l' ||
+    not_ok "the up watcher subscribes"
+head -c $((64 << 20)) /dev/zero | tr '\0' x >"$GW_TMP/huge.bin"
+dev_pub "$dev_z" -t device-server -f "$GW_TMP/huge.bin"
+rm -f "$GW_TMP/huge.bin"
+dev_pub "$dev_z" -t device-server -m marker
+check "the marker arrives" wait_for_line "$GW_TMP/up2.out" "/up 6\$"
+check "nothing else does" same "$GW_TMP/up2.out" "devices/$dev_z/up 6"
+check "the refusal is logged" grep -qF \
+    "publish of 67108864 bytes refused, over plugin_opt_max_message_bytes 65536" \
+    "$BLOG"
+kill_quietly TERM "$SUB_PID"
+stop_pid "$BROKER_PID"
+check "mosquitto stops cleanly" test "${EXIT_CODE:-1}" -eq 0
 finish

@@ -251,6 +251,68 @@ static void test_acl_custom_topics(void **state)
     gw_broker_options_free(&o);
 }
 
+/* Options with gateway_status_topic set to status (NULL: not given). */
+static int will_options(struct gw_broker_options *o, const char *status,
+                        char err[256])
+{
+    memset(o, 0, sizeof(*o));
+    assert_int_equal(gw_broker_options_set(o, "device_key", "k", err, 256), 0);
+    assert_int_equal(
+        gw_broker_options_set(o, "gateway_username", "g", err, 256), 0);
+    assert_int_equal(
+        gw_broker_options_set(o, "gateway_password", "p", err, 256), 0);
+    if (status != NULL) {
+        assert_int_equal(
+            gw_broker_options_set(o, "gateway_status_topic", status, err, 256),
+            0);
+    }
+    return gw_broker_options_check(o, err, 256);
+}
+
+/* The will of a departed connection: the gateway's, to its status topic
+ * alone; a device's never. */
+static void test_will(void **state)
+{
+    struct gw_broker_options o;
+    char err[256] = "";
+    (void)state;
+
+    assert_int_equal(will_options(&o, "hybridgw/status", err), 0);
+    assert_true(gw_broker_will_allows(&o, G, W, "hybridgw/status"));
+    assert_false(gw_broker_will_allows(&o, G, W, "hybridgw/status/x"));
+    assert_false(gw_broker_will_allows(&o, G, W, "hybridgw/statu"));
+    assert_false(gw_broker_will_allows(&o, G, W, "devices/" DEV "/down"));
+    assert_false(gw_broker_will_allows(&o, G, R, "hybridgw/status"));
+    assert_false(gw_broker_will_allows(&o, G, W, NULL));
+    assert_false(gw_broker_will_allows(&o, D, W, "hybridgw/status"));
+    assert_false(gw_broker_will_allows(&o, D, W, "devices/" DEV "/up"));
+    assert_false(gw_broker_will_allows(&o, D, W, "device-server"));
+    assert_false(gw_broker_will_allows(&o, N, W, "hybridgw/status"));
+    gw_broker_options_free(&o);
+
+    /* Not configured: no will passes, the gateway's neither. */
+    assert_int_equal(will_options(&o, NULL, err), 0);
+    assert_string_equal(o.gateway_status_topic, "");
+    assert_false(gw_broker_will_allows(&o, G, W, "hybridgw/status"));
+    assert_false(gw_broker_will_allows(&o, G, W, ""));
+    gw_broker_options_free(&o);
+
+    /* In the per-device space it would read as a device's presence. */
+    assert_int_equal(will_options(&o, "devices/" DEV "/presence", err),
+                     GW_ECONFIG);
+    assert_non_null(strstr(err, "gateway_status_topic"));
+    gw_broker_options_free(&o);
+    assert_int_equal(will_options(&o, "devices", err), GW_ECONFIG);
+    gw_broker_options_free(&o);
+    assert_int_equal(will_options(&o, "devices2/status", err), 0);
+    gw_broker_options_free(&o);
+    memset(&o, 0, sizeof(o));
+    assert_int_equal(
+        gw_broker_options_set(&o, "gateway_status_topic", "gw/+", err, 256),
+        GW_EINVAL);
+    gw_broker_options_free(&o);
+}
+
 static void test_route(void **state)
 {
     const struct gw_broker_options *o = *state;
@@ -346,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_auth_role_and_text),
         cmocka_unit_test(test_acl_table),
         cmocka_unit_test(test_acl_custom_topics),
+        cmocka_unit_test(test_will),
         cmocka_unit_test(test_route),
         cmocka_unit_test(test_topic_make),
         cmocka_unit_test(test_presence_format),
