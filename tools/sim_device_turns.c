@@ -193,6 +193,12 @@ static void evaluate(struct gw_sim_device *d)
                    "decode queue overflow: %" PRIu64 " frames dropped "
                    "(downlink not paced near real time)",
                    r->drops[GW_SIM_DROP_QUEUE]);
+    } else if (r->drops[GW_SIM_DROP_IDLE] > 0) {
+        set_reason(d,
+                   "%" PRIu64 " downlink frames arrived before tts start "
+                   "and were dropped, as the firmware drops them (the "
+                   "start of a reply lost)",
+                   r->drops[GW_SIM_DROP_IDLE]);
     } else if (r->hello_duplicate > 0) {
         set_reason(d,
                    "%" PRIu32 " extra server hello(s): exactly one may "

@@ -210,7 +210,9 @@ void gw_sim_dev_sync_downlink(struct gw_sim_device *d)
         d->r.drops[i] = d->dl.drops[i];
     }
     d->r.down_accepted = d->dl.accepted;
-    d->r.down_lost = d->dl.lost;
+    /* A frame the firmware discards for arriving before tts start is as
+     * lost to the listener as one that never came. */
+    d->r.down_lost = d->dl.lost + d->r.drops[GW_SIM_DROP_IDLE];
 }
 
 static bool ensure_decoder(struct gw_sim_device *d)
@@ -399,7 +401,11 @@ static void on_udp_recv(uv_udp_t *u, ssize_t nread, const uv_buf_t *buf,
     note_arrival(d, opus, h.payload_len);
     log_packet(d, "down", h.sequence, opus, h.payload_len);
     if (d->state != ST_SPEAKING) {
+        /* The firmware plays downlink only in speaking, entered on tts
+         * start; what comes earlier (a tts start that lost the race
+         * through the broker) is discarded: the reply loses its start. */
         d->r.drops[GW_SIM_DROP_IDLE]++;
+        d->r.down_lost++;
         log_drop(d, GW_SIM_DROP_IDLE);
         return;
     }

@@ -6,7 +6,9 @@
 # read-only and wires matching ports, names and secrets, the configs load
 # (the gateway's --check-config, Mosquitto itself), the systemd unit
 # verifies; and, once the broker plugin is built, the compose stack runs on
-# 127.0.0.1 from the very files in docker/ with a stock device.
+# 127.0.0.1 from the very files in docker/ with a stock device, which
+# counts a reply's audio that overtakes its tts start as lost.
+# scripts/container-test.sh runs the images themselves under Docker.
 GW=$(realpath "$1")
 src=$(realpath "$2")
 SIM=$(realpath "$3")
@@ -108,6 +110,13 @@ done < <(df_records "$dockerfile")
 
 check "the Dockerfile has a build stage FROM debian:12" \
     test "${base[build]:-}" = debian:12
+# A syntax directive makes BuildKit fetch that frontend from a registry.
+check "the Dockerfile has no syntax directive (it builds offline)" \
+    not grep -qiE '^#[[:space:]]*syntax[[:space:]]*=' "$dockerfile"
+for st in "${stages[@]}"; do
+    check "stage $st starts from a local Debian base (${base[$st]})" \
+        grep -qxE 'debian:12(-slim)?' <<<"${base[$st]}"
+done
 check "the build stage runs scripts/setup.sh" \
     grep -qE '(^|[ /])scripts/setup\.sh( |$)' <<<"$build_runs"
 flavour=$(grep -oE 'scripts/build\.sh [a-z]+' <<<"$build_runs" |
@@ -131,20 +140,31 @@ done
 check "README.md shows the build command scripts/build.sh" \
     grep -qE '^scripts/build\.sh' "$src/README.md"
 
-# The host's build trees must stay out of the build context.
-ignore=$src/docker/Dockerfile.dockerignore
-ignored() { # NAME: true if a pattern of the ignore file matches it
+# The host's build trees and the deployment configs (secrets, once edited)
+# stay out of the build context: BuildKit reads Dockerfile.dockerignore,
+# the classic builder (Debian's docker.io and docker-compose) only the
+# root .dockerignore.
+ignored() { # FILE NAME: true if a pattern of the ignore file matches NAME
     local p
+    [ -f "$1" ] || return 1
     while IFS= read -r p; do
         [[ -z $p || $p == \#* || $p == !* ]] && continue
         # shellcheck disable=SC2053
-        [[ $1 == $p ]] && return 0
-    done <"$ignore"
+        [[ $2 == $p ]] && return 0
+    done <"$1"
     return 1
 }
-for d in build build-asan .git; do
-    check "Dockerfile.dockerignore keeps $d out of the context" ignored "$d"
+patterns() { grep -vE '^[[:space:]]*(#|$)' "$1" 2>/dev/null | sort; }
+for ignore in "$src/docker/Dockerfile.dockerignore" "$src/.dockerignore"; do
+    iname=${ignore#"$src"/}
+    for d in build build-asan .git docker/hybridgw.json \
+        docker/mosquitto.conf deploy/mosquitto-hybridgw.conf; do
+        check "$iname keeps $d out of the context" ignored "$ignore" "$d"
+    done
 done
+check "the root .dockerignore has the patterns of Dockerfile.dockerignore" \
+    test "$(patterns "$src/.dockerignore")" = \
+    "$(patterns "$src/docker/Dockerfile.dockerignore")"
 
 for s in "${plain_copies[@]}"; do
     [ "$s" = . ] && continue
@@ -228,6 +248,26 @@ libs_covered() { # STAGE FILE
     done < <(ldd "$2" | awk '/=> \// {print $3} /not found/ {print $1}')
     return "$bad"
 }
+# libwebsockets loads its event loop from a plugin at run time (dlopen:
+# ldd does not list it); the programs run lws on libuv.
+evlib_ok() { # STAGE FILE: the stage has the libuv event-lib plugin
+    local lws plugin pkg
+    lws=$(ldd "$2" | awk '/libwebsockets\.so/ {print $3; exit}')
+    if [ -z "$lws" ] || ! grep -qa 'evlib_uv' "$lws"; then
+        return 0 # no lws, or one with the event loops built in
+    fi
+    plugin=$(find "$(dirname "$(readlink -f "$lws")")" -maxdepth 1 \
+        -name 'libwebsockets-evlib_uv.so*' | head -n 1)
+    pkg=$(lib_package "${plugin:-none}") || {
+        echo "# no libwebsockets-evlib_uv.so on this host to name its package"
+        return 1
+    }
+    # shellcheck disable=SC2086
+    grep -qxF "$pkg" <<<"$(closure ${pkgs[$1]})" || {
+        echo "# $1: $pkg (libwebsockets-evlib_uv.so) is not installed"
+        return 1
+    }
+}
 if command -v apt-cache >/dev/null && command -v dpkg >/dev/null; then
     for c in "${copies[@]}"; do
         IFS=$'\t' read -r st s dest <<<"$c"
@@ -241,6 +281,8 @@ if command -v apt-cache >/dev/null && command -v dpkg >/dev/null; then
         fi
         check "$st has every library $(basename "$f") links" \
             libs_covered "$st" "$f"
+        check "$st has the lws event-loop plugin $(basename "$f") loads" \
+            evlib_ok "$st" "$f"
     done
 else
     echo "# skip: no apt-cache/dpkg to map libraries to packages"
@@ -292,11 +334,27 @@ for conf in "$docker_mosq" "$deploy_mosq"; do
         grep -qE '^listener [0-9]+ 0\.0\.0\.0$' "$conf"
     check "$name refuses anonymous clients" \
         grep -qx 'allow_anonymous false' "$conf"
+    # Nagle would hold a tts start behind the broker's previous write to
+    # the device (about 40 ms): the reply's first frames overtake it over
+    # UDP and the device drops them.
+    check "$name sets set_tcp_nodelay true" \
+        grep -qx 'set_tcp_nodelay true' "$conf"
+    check "$name logs to stderr" grep -qx 'log_dest stderr' "$conf"
     for o in device_key gateway_password; do
         check "$name ships a change-me placeholder, not a secret ($o)" \
             grep -q 'change-me' <<<"$(mosq_value "$conf" "plugin_opt_$o")"
     done
 done
+
+check "docker/mosquitto.conf logs to stderr only (the container log)" \
+    test "$(grep -E '^log_dest ' "$docker_mosq")" = "log_dest stderr"
+# The demo's broker too: every broker config that ships.
+demo_conf=$(sed -n '/^cat >"$tmp\/mosquitto.conf" <<EOF$/,/^EOF$/p' \
+    "$src/scripts/demo.sh")
+check "scripts/demo.sh's broker sets set_tcp_nodelay true" \
+    grep -qx 'set_tcp_nodelay true' <<<"$demo_conf"
+check "scripts/demo.sh's broker logs to stderr" \
+    grep -qx 'log_dest stderr' <<<"$demo_conf"
 
 check "docker/hybridgw.json passes --check-config" \
     "$GW" -c "$docker_gw" --check-config
@@ -336,6 +394,29 @@ list_items() { # SERVICE KEY: the "- item" entries of KEY, unquoted
 for s in mosquitto gateway backend; do
     check "compose has the service $s" test -n "$(svc_lines "$s")"
 done
+# Debian 12's docker-compose (1.29) validates against its compose spec:
+# these top-level keys and x- extensions, nothing else (no "name").
+top_ok() {
+    local k bad=0
+    while IFS= read -r k; do
+        case $k in
+        version | services | networks | volumes | secrets | configs | x-*) ;;
+        *)
+            echo "# top-level key $k: docker-compose 1.29 refuses it"
+            bad=1
+            ;;
+        esac
+    done < <(grep -oE '^[A-Za-z0-9_-]+:' "$compose" | tr -d :)
+    return "$bad"
+}
+check "compose.yaml has only top-level keys docker-compose 1.29 accepts" top_ok
+if command -v docker-compose >/dev/null; then
+    dcv=$(docker-compose version --short 2>/dev/null)
+    check "docker-compose $dcv accepts compose.yaml" \
+        docker-compose -f "$compose" config -q
+else
+    echo "# skip: no docker-compose to validate compose.yaml with"
+fi
 check "the gateway's config is mounted read-only" \
     grep -qxF ./hybridgw.json:/etc/hybridgw/hybridgw.json:ro \
     <<<"$(list_items gateway volumes)"
@@ -528,11 +609,39 @@ if [ -f "$plugin" ]; then
         start_gateway gateway "$GW_TMP/stack.json"
     key=$(mosq_value "$docker_mosq" plugin_opt_device_key)
     timeout 60 "$SIM" device --broker "127.0.0.1:$port" --key "$key" \
-        --turns 1 --frames 10 --fast >"$GW_TMP/device.out" 2>&1
+        --turns 1 --frames 10 --fast --json >"$GW_TMP/device.out" 2>&1
     rc=$?
-    sed 's/^/# /' "$GW_TMP/device.out"
+    grep -v '^{' "$GW_TMP/device.out" | sed 's/^/# /'
     check "a stock device completes a conversation through docker/'s files" \
         test "$rc" -eq 0
+    check "it lost no downlink frame" \
+        jq_is "$(grep '^{' "$GW_TMP/device.out")" .downlink.lost 0
+
+    # What a broker without set_tcp_nodelay does to a reply, made certain:
+    # the broker is held (SIGSTOP) while the first turn's reply goes out,
+    # so its tts start reaches the device after the audio, which the
+    # firmware drops as it is not speaking yet. The device must count those
+    # frames lost and fail the run; the second turn is whole.
+    held=$GW_TMP/held.out
+    listens=$(count_lines "$BACKEND_EVENTS" '"ev":"listen"')
+    timeout 60 "$SIM" device --broker "127.0.0.1:$port" --key "$key" \
+        --turns 2 --frames 10 --json >"$held" 2>"$held.err" &
+    dev=$!
+    check "the held device's listen start reaches the backend" \
+        wait_for_lines "$BACKEND_EVENTS" '"ev":"listen"' "$((listens + 1))"
+    kill -STOP "$docker_mosq_pid"
+    check "the reply's 10 frames reach the device before its tts start" \
+        wait_for_line "$held" 'downlink dropped: idle \(10 so far\)' 20
+    kill -CONT "$docker_mosq_pid"
+    check "the held device ends" wait_for_exit "$dev"
+    grep -v '^{' "$held" | sed 's/^/# /'
+    r=$(grep '^{' "$held")
+    check "the device fails the run (exit $EXIT_CODE)" test "$EXIT_CODE" -eq 1
+    check "its reason: audio before tts start" \
+        grep -q 'before tts start' <<<"$(jq -r .reason <<<"$r")"
+    check "the 10 frames dropped before tts start count as lost" \
+        jq_is "$r" '[.downlink.lost, .downlink.drops.idle] | join(" ")' "10 10"
+    check "the second turn played" jq_is "$r" '.turns_done' 2
     stop_pid "$GW_PID"
     check "the gateway stops on SIGTERM with status 0" test "$EXIT_CODE" -eq 0
 fi
