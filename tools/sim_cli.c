@@ -21,6 +21,8 @@ enum {
     O_SUBSCRIBE,
     O_SUBSCRIBING,
     O_KEEPALIVE,
+    O_TLS,
+    O_CA,
     O_MODE,
     O_END,
     O_TURNS,
@@ -63,6 +65,8 @@ static const struct option cli_options[] = {
     {"subscribe-topic", required_argument, NULL, O_SUBSCRIBE},
     {"subscribing", no_argument, NULL, O_SUBSCRIBING},
     {"keepalive", required_argument, NULL, O_KEEPALIVE},
+    {"tls", no_argument, NULL, O_TLS},
+    {"ca", required_argument, NULL, O_CA},
     {"mode", required_argument, NULL, O_MODE},
     {"end", required_argument, NULL, O_END},
     {"turns", required_argument, NULL, O_TURNS},
@@ -124,6 +128,10 @@ void gw_sim_cli_usage(FILE *out)
         "  --subscribing            same as --subscribe-topic "
         "devices/{client_id}/down\n"
         "  --keepalive S            default 240\n"
+        "  --tls                    TLS on any port, the broker's certificate\n"
+        "                           and host name verified\n"
+        "  --ca FILE                CA for that check (default: system "
+        "store); implies --tls\n"
         "Conversation:\n"
         "  --mode M                 auto|manual|realtime (default auto, "
         "realtime with --aec)\n"
@@ -328,6 +336,13 @@ int gw_sim_cli_parse(struct gw_sim_cli *cli, int code, const char *arg)
         if ((rc = number("keepalive", arg, 5, 65535, &v)) == 0) {
             o->keepalive_s = (int)v;
         }
+        break;
+    case O_TLS:
+        o->tls = true;
+        break;
+    case O_CA:
+        o->tls = true;
+        o->ca_file = arg;
         break;
     case O_MODE:
         rc = choice("mode", arg, modes, 3, &i);

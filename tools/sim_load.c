@@ -15,20 +15,46 @@
 #include "common/log.h"
 #include "tools/sim.h"
 #include "tools/sim_common.h"
+#include "tools/sim_device_int.h" /* the link and topic, for bad input */
 
 #define RAMP_TICK_MS 10 /* how often the ramp starts more devices */
 #define REPORT_MS    5000
 #define GRACE_MS     30000 /* after the last device's duration */
 
-enum { L_DEVICES = 400, L_RAMP, L_DURATION, L_STATS_JSON };
+enum {
+    L_DEVICES = 400,
+    L_RAMP,
+    L_DURATION,
+    L_STATS_JSON,
+    L_CHURN,
+    L_CHURN_MIX,
+    L_PAUSE,
+    L_HOLD,
+    L_JUNK_UDP,
+    L_SEED
+};
 
 static const struct option load_only[] = {
     {"devices", required_argument, NULL, L_DEVICES},
     {"ramp", required_argument, NULL, L_RAMP},
     {"duration", required_argument, NULL, L_DURATION},
     {"stats-json", required_argument, NULL, L_STATS_JSON},
+    {"churn", required_argument, NULL, L_CHURN},
+    {"churn-mix", required_argument, NULL, L_CHURN_MIX},
+    {"churn-pause-ms", required_argument, NULL, L_PAUSE},
+    {"churn-hold-ms", required_argument, NULL, L_HOLD},
+    {"junk-udp", required_argument, NULL, L_JUNK_UDP},
+    {"seed", required_argument, NULL, L_SEED},
     {"help", no_argument, NULL, 'h'},
 };
+
+static const char *const kind_names[CHURN_KIND_COUNT_] = {
+    "goodbye", "nobye", "silent", "badjson", "badudp", "badkey"};
+
+const char *gw_sim_load_kind_name(enum churn_kind k)
+{
+    return (unsigned)k < CHURN_KIND_COUNT_ ? kind_names[k] : "?";
+}
 
 static void load_usage(FILE *out)
 {
@@ -49,7 +75,38 @@ static void load_usage(FILE *out)
             "  --stats-json FILE        write the totals as JSON\n"
             "  (--turns defaults to 0: stream for the duration; with turns, "
             "success\n"
-            "   needs each device's replies, as in `device`)\n");
+            "   needs each device's replies, as in `device`)\n"
+            "\n"
+            "Churn (a soak): each of the N devices converses, ends, pauses "
+            "and\n"
+            "reconnects with the same identity, again and again:\n"
+            "  --churn S                for S seconds, then every device "
+            "stops\n"
+            "  --churn-mix LIST         weights of the behaviours, default\n"
+            "                           goodbye=70,nobye=8,silent=7,badjson=5,"
+            "badudp=5,badkey=5\n"
+            "                           goodbye: 1-2 turns then goodbye; "
+            "nobye: no goodbye,\n"
+            "                           UDP dropped, MQTT disconnected; "
+            "silent: UDP and\n"
+            "                           MQTT go quiet, the link held "
+            "--churn-hold-ms;\n"
+            "                           badjson: malformed messages "
+            "mid-conversation;\n"
+            "                           badudp: replays, forgeries and "
+            "--junk-udp datagrams;\n"
+            "                           badkey: a wrong password\n"
+            "  --churn-pause-ms MS      mean pause before a reconnect, "
+            "default 3000\n"
+            "  --churn-hold-ms MS       how long a silent device stays "
+            "online, default 30000\n"
+            "  --junk-udp IP:PORT       where badudp devices send junk "
+            "datagrams (the\n"
+            "                           gateway's UDP port)\n"
+            "  --seed N                 identities and choices; default "
+            "from the clock\n"
+            "  (--duration caps each conversation; a churn run exits 0 when "
+            "it ran)\n");
     gw_sim_cli_usage(out);
     fprintf(out, "  -h, --help               this text\n");
 }
@@ -71,61 +128,302 @@ static void raise_fd_limit(uint32_t devices)
 static void maybe_end(struct load *l)
 {
     if (l->ending || l->closed + l->init_failed < l->started ||
-        (l->started < l->n && uv_is_active((uv_handle_t *)&l->ramp_timer))) {
+        (l->slots_begun < l->n &&
+         uv_is_active((uv_handle_t *)&l->ramp_timer)) ||
+        (l->churn_s > 0 && !l->churn_over)) {
         return;
     }
     l->ending = true;
     gw_sim_load_report(l);
     fflush(stdout);
+    for (uint32_t i = 0; i < l->slots_begun; i++) {
+        if (l->slots[i].timer_open) {
+            uv_close((uv_handle_t *)&l->slots[i].timer, NULL);
+        }
+    }
+    if (l->junk_addr.sin_port != 0) {
+        uv_close((uv_handle_t *)&l->junk, NULL);
+    }
     uv_close((uv_handle_t *)&l->ramp_timer, NULL);
     uv_close((uv_handle_t *)&l->report_timer, NULL);
     uv_close((uv_handle_t *)&l->sigint, NULL);
     uv_close((uv_handle_t *)&l->sigterm, NULL);
 }
 
+/* xorshift64*: reproducible choices from --seed. */
+static uint64_t rnd(struct load *l)
+{
+    l->rng ^= l->rng >> 12;
+    l->rng ^= l->rng << 25;
+    l->rng ^= l->rng >> 27;
+    return l->rng * 0x2545F4914F6CDD1DULL;
+}
+
+/* A number in [lo, hi]. */
+static uint32_t rnd_in(struct load *l, uint32_t lo, uint32_t hi)
+{
+    return lo + (uint32_t)(rnd(l) % ((uint64_t)hi - lo + 1));
+}
+
+static void start_in_slot(struct slot *s);
+
+static void on_pause_over(uv_timer_t *t)
+{
+    start_in_slot(t->data);
+}
+
 static void on_device_closed(struct gw_sim_device *d, void *arg)
 {
     struct slot *s = arg;
+    struct load *l = s->load;
 
     (void)d;
     s->dev = NULL;
-    s->load->closed++;
-    maybe_end(s->load);
+    s->holding = false;
+    l->closed++;
+    if (l->churn_s > 0 && !l->churn_over) {
+        /* The next conversation of this identity, after a pause. */
+        uv_timer_start(&s->timer, on_pause_over,
+                       rnd_in(l, l->pause_ms / 2, l->pause_ms * 3 / 2 + 1), 0);
+        return;
+    }
+    maybe_end(l);
+}
+
+static void on_hold_over(uv_timer_t *t)
+{
+    struct slot *s = t->data;
+
+    s->holding = false;
+    gw_sim_device_close(s->dev, on_device_closed, s);
 }
 
 static void on_device_done(struct gw_sim_device *d,
                            const struct gw_sim_result *r, void *arg)
 {
     struct slot *s = arg;
+    struct load *l = s->load;
 
-    gw_sim_load_add_result(s->load, r);
-    s->load->finished++;
+    gw_sim_load_add_result(l, r);
+    l->finished++;
+    if (l->churn_s > 0) {
+        struct kind_count *k = &l->kinds[s->kind];
+        k->ok += r->ok;
+        k->failed += !r->ok;
+        uv_timer_stop(&s->timer);
+        if (s->kind == CHURN_SILENT && !l->churn_over) {
+            /* UDP is closed; MQTT stays up and says nothing (keepalive
+             * only): the gateway has to time the session out. */
+            s->holding = true;
+            s->timer.data = s;
+            uv_timer_start(&s->timer, on_hold_over, l->hold_ms, 0);
+            return;
+        }
+    }
     gw_sim_device_close(d, on_device_closed, s);
 }
 
-static void start_device(struct load *l)
+/* Malformed device messages, each a refusal the gateway must count. */
+static void send_bad_json(uv_timer_t *t)
 {
-    struct slot *s = &l->slots[l->started++];
+    static const char *const bad[] = {
+        "not json at all",
+        "{\"type\":\"listen\",\"state\":",
+        "{\"type\":42}",
+        "[1,2,3]",
+        "\xff\xfe\x00\x01binary",
+        "{\"type\":\"mcp\",\"payload\":\"nope\"}",
+        "{\"type\":\"listen\",\"state\":[\"start\"],\"mode\":{}}",
+        "{\"type\":\"hello\",\"version\":\"x\",\"audio_params\":7}",
+    };
+    struct slot *s = t->data;
+    struct load *l = s->load;
+    struct gw_sim_device *d = s->dev;
+    char big[9000];
+    size_t depth = 1200;
+
+    if (d == NULL || d->link == NULL || !gw_mqtt_link_is_up(d->link)) {
+        return;
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (gw_mqtt_link_publish(d->link, d->pub_topic, bad[i],
+                                 strlen(bad[i])) == 0) {
+            l->bad_messages++;
+        }
+    }
+    /* Deep nesting within the size limit, then one message over it. */
+    for (size_t i = 0; i < depth; i++) {
+        big[i] = '[';
+    }
+    if (gw_mqtt_link_publish(d->link, d->pub_topic, big, depth) == 0) {
+        l->bad_messages++;
+    }
+    memset(big, 'x', sizeof(big));
+    if (gw_mqtt_link_publish(d->link, d->pub_topic, big, sizeof(big)) == 0) {
+        l->bad_messages++;
+    }
+}
+
+/* Datagrams no device sends: empty, short, wrong type, wrong length,
+ * unknown ssrc, a sequence far ahead, oversized. */
+static void send_junk(struct load *l)
+{
+    uint8_t pkt[1600];
+    const size_t lens[] = {0, 5, 16, 40, 56, 56, 1600};
+
+    for (size_t i = 0; i < sizeof(pkt); i++) {
+        pkt[i] = (uint8_t)rnd(l);
+    }
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        uint8_t *p = pkt;
+        if (lens[i] >= 16) {
+            p[0] = i == 2 ? 0x02 : 0x01; /* type */
+            p[1] = 0;
+            uint16_t plen = (uint16_t)(lens[i] - 16 + (i == 3 ? 7 : 0));
+            p[2] = (uint8_t)(plen >> 8);
+            p[3] = (uint8_t)plen;
+        }
+        if (i == 5) {
+            memset(p + 12, 0xff, 3); /* sequence 0xFFFFFFxx */
+        }
+        uv_buf_t b = uv_buf_init((char *)p, (unsigned)lens[i]);
+        if (uv_udp_try_send(&l->junk, &b, 1,
+                            (const struct sockaddr *)&l->junk_addr) >= 0) {
+            l->junk_datagrams++;
+        }
+    }
+}
+
+static enum churn_kind pick_kind(struct load *l)
+{
+    uint32_t total = 0, r;
+
+    for (int i = 0; i < CHURN_KIND_COUNT_; i++) {
+        total += l->weights[i];
+    }
+    r = (uint32_t)(rnd(l) % total);
+    for (int i = 0; i < CHURN_KIND_COUNT_; i++) {
+        if (r < l->weights[i]) {
+            return (enum churn_kind)i;
+        }
+        r -= l->weights[i];
+    }
+    return CHURN_GOODBYE;
+}
+
+/* The options of the slot's next device in a churn run. */
+static void churn_options(struct load *l, struct slot *s,
+                          struct gw_sim_device_options *o)
+{
+    s->kind = pick_kind(l);
+    l->kinds[s->kind].started++;
+    o->client_id = s->client_id;
+    o->turns = rnd_in(l, 1, 2);
+    o->end = GW_SIM_END_GOODBYE;
+    switch (s->kind) {
+    case CHURN_NOBYE:
+    case CHURN_SILENT:
+        o->turns = 1;
+        o->end = GW_SIM_END_NONE;
+        break;
+    case CHURN_BADJSON:
+        s->timer.data = s;
+        uv_timer_start(&s->timer, send_bad_json, rnd_in(l, 500, 4000), 0);
+        break;
+    case CHURN_BADUDP:
+        o->replay_every = 11;
+        o->forge_every = 7;
+        if (l->junk_addr.sin_port != 0) {
+            send_junk(l);
+        }
+        break;
+    case CHURN_BADKEY:
+        o->key = NULL;
+        o->password = "not-the-device-password";
+        o->connect_timeout_ms = 3000;
+        break;
+    default:
+        break;
+    }
+}
+
+static void start_in_slot(struct slot *s)
+{
+    struct load *l = s->load;
+    struct gw_sim_device_options o = l->cli.dev;
     int rc;
 
-    s->load = l;
-    l->cli.dev.arg = s;
-    if ((rc = gw_sim_device_init(l->loop, &l->cli.dev, &s->dev)) != 0) {
+    if (l->churn_s > 0) {
+        if (l->churn_over) {
+            maybe_end(l);
+            return;
+        }
+        churn_options(l, s, &o);
+    }
+    l->started++;
+    o.arg = s;
+    if ((rc = gw_sim_device_init(l->loop, &o, &s->dev)) != 0) {
         char text[128];
         snprintf(text, sizeof(text), "cannot start a device: %s",
                  gw_strerror(rc));
         gw_sim_load_count_reason(l, text);
         l->init_failed++;
         s->dev = NULL;
+        if (l->churn_s > 0) {
+            uv_timer_stop(&s->timer);
+            uv_timer_start(&s->timer, on_pause_over, l->pause_ms, 0);
+        }
     }
+}
+
+/* A churn identity: GID_test@@@<MAC>@@@<uuid> from the seed and slot, so
+ * that a restarted run (and every reconnect) is the same device again. */
+static void churn_identity(struct load *l, struct slot *s)
+{
+    uint64_t a = rnd(l), b = rnd(l), c = rnd(l);
+
+    snprintf(s->client_id, sizeof(s->client_id),
+             "GID_test@@@02_%02x_%02x_%02x_%02x_%02x@@@%08x-%04x-4%03x-a%03x-"
+             "%012llx",
+             (unsigned)(s->index >> 16) & 0xff,
+             (unsigned)(s->index >> 8) & 0xff, (unsigned)s->index & 0xff,
+             (unsigned)(a & 0xff), (unsigned)((a >> 8) & 0xff),
+             (unsigned)(a >> 32), (unsigned)(b & 0xffff),
+             (unsigned)((b >> 16) & 0xfff), (unsigned)((b >> 28) & 0xfff),
+             (unsigned long long)(c & 0xffffffffffffULL));
+}
+
+static void start_device(struct load *l)
+{
+    struct slot *s = &l->slots[l->slots_begun];
+
+    s->load = l;
+    s->index = l->slots_begun++;
+    if (l->churn_s > 0) {
+        uv_timer_init(l->loop, &s->timer);
+        s->timer.data = s;
+        s->timer_open = true;
+        churn_identity(l, s);
+    }
+    start_in_slot(s);
 }
 
 static void stop_all(struct load *l)
 {
     uv_timer_stop(&l->ramp_timer);
-    l->n = l->started; /* no more starts */
-    for (uint32_t i = 0; i < l->started; i++) {
-        gw_sim_device_stop(l->slots[i].dev);
+    l->n = l->slots_begun; /* no more starts */
+    l->churn_over = true;
+    for (uint32_t i = 0; i < l->slots_begun; i++) {
+        struct slot *s = &l->slots[i];
+        if (s->timer_open) {
+            uv_timer_stop(&s->timer); /* a pause: no next device */
+        }
+        if (s->holding) {
+            s->holding = false;
+            gw_sim_device_close(s->dev, on_device_closed, s);
+        } else {
+            gw_sim_device_stop(s->dev);
+        }
     }
     maybe_end(l);
 }
@@ -139,10 +437,10 @@ static void on_ramp(uv_timer_t *t)
         double due = (double)(uint64_t)(gw_sim_load_elapsed_s(l) * l->ramp) + 1;
         target = due < (double)l->n ? (uint32_t)due : l->n;
     }
-    while (l->started < target) {
+    while (l->slots_begun < target) {
         start_device(l);
     }
-    if (l->started == l->n) {
+    if (l->slots_begun == l->n) {
         uv_timer_stop(t);
         maybe_end(l);
     }
@@ -154,9 +452,9 @@ static void on_report(uv_timer_t *t)
     uint32_t connected = 0, hellos = 0;
     uint64_t up = 0, down = 0;
 
-    for (uint32_t i = 0; i < l->started; i++) {
+    for (uint32_t i = 0; i < l->slots_begun; i++) {
         const struct gw_sim_device *d = l->slots[i].dev;
-        if (d != NULL) {
+        if (d != NULL && !l->slots[i].holding) {
             const struct gw_sim_result *r = gw_sim_device_result(d);
             connected += r->mqtt_connected;
             hellos += r->hellos > 0;
@@ -170,6 +468,11 @@ static void on_report(uv_timer_t *t)
             " packets, downlink %" PRIu64 "\n",
             gw_sim_load_elapsed_s(l), l->started - l->finished - l->init_failed,
             connected, hellos, l->finished, up, down);
+    if (l->churn_s > 0 && !l->churn_over && uv_hrtime() >= l->churn_end_ns) {
+        fprintf(stderr, "hybridgw-sim load: churn over, stopping\n");
+        stop_all(l);
+        return;
+    }
     if (uv_hrtime() > l->deadline_ns) {
         fprintf(stderr, "hybridgw-sim load: deadline passed, stopping\n");
         stop_all(l);
@@ -186,7 +489,7 @@ static void on_signal(uv_signal_t *s, int signum)
         stop_all(l);
         return;
     }
-    for (uint32_t i = 0; i < l->started; i++) {
+    for (uint32_t i = 0; i < l->slots_begun; i++) {
         struct gw_sim_device *d = l->slots[i].dev;
         if (d != NULL && !gw_sim_device_result(d)->done) {
             gw_sim_load_count_reason(l, "aborted");
@@ -208,6 +511,66 @@ static void load_defaults(struct load *l)
     l->n = 10;
     l->ramp = 100;
     l->duration_s = 60;
+    l->pause_ms = 3000;
+    l->hold_ms = 30000;
+    static const uint32_t mix[CHURN_KIND_COUNT_] = {70, 8, 7, 5, 5, 5};
+    memcpy(l->weights, mix, sizeof(mix));
+    l->rng = (uint64_t)gw_sim_unix_us() | 1;
+}
+
+/* "goodbye=70,badkey=5,...": kinds not named keep their weight. */
+static int parse_mix(struct load *l, const char *arg)
+{
+    char buf[256], *save = NULL;
+    uint32_t total = 0;
+
+    if (strlen(arg) >= sizeof(buf)) {
+        return -1;
+    }
+    memcpy(buf, arg, strlen(arg) + 1);
+    for (char *tok = strtok_r(buf, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '='), *end;
+        int k = -1;
+        if (eq == NULL) {
+            return -1;
+        }
+        *eq = '\0';
+        for (int i = 0; i < CHURN_KIND_COUNT_; i++) {
+            if (strcmp(tok, kind_names[i]) == 0) {
+                k = i;
+            }
+        }
+        unsigned long w = strtoul(eq + 1, &end, 10);
+        if (k < 0 || *end != '\0' || eq[1] == '\0' || w > 1000) {
+            return -1;
+        }
+        l->weights[k] = (uint32_t)w;
+    }
+    for (int i = 0; i < CHURN_KIND_COUNT_; i++) {
+        total += l->weights[i];
+    }
+    return total > 0 ? 0 : -1;
+}
+
+/* --junk-udp IP:PORT (numeric IPv4). */
+static int parse_junk(struct load *l, const char *arg)
+{
+    char ip[64];
+    const char *colon = strrchr(arg, ':');
+    char *end;
+
+    if (colon == NULL || (size_t)(colon - arg) >= sizeof(ip)) {
+        return -1;
+    }
+    memcpy(ip, arg, (size_t)(colon - arg));
+    ip[colon - arg] = '\0';
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (*end != '\0' || port < 1 || port > 65535 ||
+        uv_ip4_addr(ip, (int)port, &l->junk_addr) != 0) {
+        return -1;
+    }
+    return 0;
 }
 
 static int load_parse(struct load *l, int argc, char **argv)
@@ -255,6 +618,39 @@ static int load_parse(struct load *l, int argc, char **argv)
         case L_STATS_JSON:
             l->stats_path = optarg;
             break;
+        case L_CHURN:
+        case L_PAUSE:
+        case L_HOLD:
+            v = (uint32_t)strtoul(optarg, &end, 10);
+            if (*end != '\0' || v < 1 || v > 86400000) {
+                fprintf(stderr, "hybridgw-sim load: bad value '%s'\n", optarg);
+                return 2;
+            }
+            *(c == L_CHURN   ? &l->churn_s
+              : c == L_PAUSE ? &l->pause_ms
+                             : &l->hold_ms) = v;
+            break;
+        case L_CHURN_MIX:
+            if (parse_mix(l, optarg) != 0) {
+                fprintf(stderr, "hybridgw-sim load: bad --churn-mix '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case L_JUNK_UDP:
+            if (parse_junk(l, optarg) != 0) {
+                fprintf(stderr, "hybridgw-sim load: bad --junk-udp '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case L_SEED:
+            l->rng = strtoull(optarg, &end, 10) * 2 + 1; /* never 0 */
+            if (*end != '\0') {
+                fprintf(stderr, "hybridgw-sim load: bad --seed '%s'\n", optarg);
+                return 2;
+            }
+            break;
         default:
             if ((rc = gw_sim_cli_parse(&l->cli, c, optarg)) != 1) {
                 if (rc == 0) {
@@ -278,6 +674,9 @@ static void load_finish(struct load *l)
     struct gw_sim_device_options *o = &l->cli.dev;
 
     gw_sim_cli_finish(&l->cli);
+    if (l->churn_s > 0 && o->turns == 0) {
+        o->turns = 1; /* each device picks its own, never 0 */
+    }
     if (l->cli.dev.client_id != NULL && l->n > 1) {
         fprintf(stderr, "hybridgw-sim load: --client-id ignored: each device "
                         "needs its own\n");
@@ -310,7 +709,8 @@ static int load_run(struct load *l, FILE *log)
     rc = gw_sim_clip_create(
         l->cli.dev.speech_frames ? l->cli.dev.speech_frames : 50, &clip);
     l->slots = calloc(l->n, sizeof(*l->slots));
-    l->hello_ms = calloc(l->n, sizeof(double));
+    l->hello_cap = l->n;
+    l->hello_ms = calloc(l->hello_cap, sizeof(double));
     if (rc != 0 || l->slots == NULL || l->hello_ms == NULL) {
         fprintf(stderr, "hybridgw-sim load: cannot start: %s\n",
                 gw_strerror(rc ? rc : GW_ENOMEM));
@@ -322,6 +722,13 @@ static int load_run(struct load *l, FILE *log)
     l->t0_ns = uv_hrtime();
     l->deadline_ns = l->t0_ns + (uint64_t)((ramp_s + l->duration_s) * 1e9) +
                      (uint64_t)GRACE_MS * 1000000u;
+    if (l->churn_s > 0) {
+        l->churn_end_ns = l->t0_ns + (uint64_t)l->churn_s * 1000000000u;
+        l->deadline_ns += (uint64_t)l->churn_s * 1000000000u;
+    }
+    if (l->junk_addr.sin_port != 0) {
+        uv_udp_init(l->loop, &l->junk);
+    }
     uv_timer_init(l->loop, &l->ramp_timer);
     uv_timer_init(l->loop, &l->report_timer);
     uv_signal_init(l->loop, &l->sigint);
@@ -337,8 +744,19 @@ static int load_run(struct load *l, FILE *log)
             "%" PRIu32 " s each, %s mode\n",
             l->n, l->cli.host, l->cli.dev.port, l->ramp, l->duration_s,
             l->cli.dev.subscribe_topic ? "subscribing" : "stock");
+    if (l->churn_s > 0) {
+        fprintf(stderr,
+                "hybridgw-sim load: churn for %" PRIu32 " s, pause %" PRIu32
+                " ms, silent hold %" PRIu32 " ms\n",
+                l->churn_s, l->pause_ms, l->hold_ms);
+    }
     uv_run(l->loop, UV_RUN_DEFAULT);
     gw_sim_clip_destroy(clip);
+    if (l->churn_s > 0) {
+        /* Failures are part of a churn run (wrong keys, dropped links):
+         * the report counts them by kind. */
+        return l->started > 0 ? 0 : 1;
+    }
     return l->tot.failed + l->init_failed == 0 && l->started > 0 ? 0 : 1;
 }
 

@@ -5,6 +5,7 @@
 #ifndef GW_SIM_LOAD_INT_H
 #define GW_SIM_LOAD_INT_H
 
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -16,10 +17,34 @@
 
 struct load;
 
-/* A device's place in the run, passed as its callback argument. */
+/* How a device of a churn run behaves (--churn); each has a weight. */
+enum churn_kind {
+    CHURN_GOODBYE, /* converses, says goodbye, disconnects */
+    CHURN_NOBYE,   /* converses, drops UDP, disconnects without goodbye */
+    CHURN_SILENT,  /* converses, then goes quiet with MQTT still up */
+    CHURN_BADJSON, /* converses, publishing malformed messages meanwhile */
+    CHURN_BADUDP,  /* converses with replays, forgeries and junk datagrams */
+    CHURN_BADKEY,  /* a wrong password: the broker should refuse it */
+    CHURN_KIND_COUNT_
+};
+
+/* A device's place in the run, passed as its callback argument. In a
+ * churn run one slot is one device identity, reconnecting again and
+ * again. */
 struct slot {
     struct load *load;         /* the run */
     struct gw_sim_device *dev; /* NULL before start and once closed */
+    uint32_t index;            /* in load.slots */
+    enum churn_kind kind;      /* of the current device */
+    bool holding;              /* silent device kept online after its run */
+    bool timer_open;           /* timer initialised, to be closed */
+    uv_timer_t timer;          /* churn: pause, hold, malformed input */
+    char client_id[96];        /* churn: the same one on every reconnect */
+};
+
+/* Devices of one churn kind and how their runs ended. */
+struct kind_count {
+    uint32_t started, ok, failed;
 };
 
 /* One failure text and how many devices ended with it. */
@@ -47,8 +72,9 @@ struct load {
     uint32_t duration_s;    /* each device's run */
     const char *stats_path; /* --stats-json FILE */
     struct slot *slots;
-    uint32_t started, finished, closed, init_failed;
-    uv_timer_t ramp_timer;   /* starts devices */
+    uint32_t slots_begun; /* slots the ramp has started */
+    uint32_t started, finished, closed, init_failed; /* devices */
+    uv_timer_t ramp_timer;                           /* starts devices */
     uv_timer_t report_timer; /* progress on stderr; also the deadline */
     uv_signal_t sigint, sigterm;
     int interrupts;
@@ -56,7 +82,17 @@ struct load {
     uint64_t t0_ns, deadline_ns;
     struct totals tot;
     double *hello_ms; /* one per answered hello */
-    size_t n_hello;
+    size_t n_hello, hello_cap;
+    /* --churn: devices come and go until churn_end_ns */
+    uint32_t churn_s;                    /* 0: one device per slot */
+    uint32_t pause_ms, hold_ms;          /* between runs; silent hold */
+    uint32_t weights[CHURN_KIND_COUNT_]; /* --churn-mix */
+    uint64_t churn_end_ns, rng;          /* end; xorshift state */
+    bool churn_over;                     /* no more reconnects */
+    struct kind_count kinds[CHURN_KIND_COUNT_];
+    uint64_t bad_messages, junk_datagrams; /* malformed input sent */
+    struct sockaddr_in junk_addr;          /* --junk-udp, port 0 if none */
+    uv_udp_t junk;                         /* sends the junk datagrams */
     struct reason_count reasons[MAX_REASONS];
     size_t n_reasons;
     uint32_t other_reasons; /* beyond MAX_REASONS distinct texts */
@@ -67,6 +103,9 @@ void gw_sim_load_add_result(struct load *l, const struct gw_sim_result *r);
 
 /* Counts a failure by its text; the first MAX_REASONS texts are listed. */
 void gw_sim_load_count_reason(struct load *l, const char *text);
+
+/* Short name of a churn kind ("goodbye", "badkey"...). */
+const char *gw_sim_load_kind_name(enum churn_kind k);
 
 /* Seconds since the run began. */
 double gw_sim_load_elapsed_s(const struct load *l);

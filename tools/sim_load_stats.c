@@ -60,6 +60,16 @@ void gw_sim_load_add_result(struct load *l, const struct gw_sim_result *r)
         }
     }
     if (!isnan(r->hello_ms)) {
+        if (l->n_hello == l->hello_cap) {
+            /* A churn run has many devices per slot. */
+            size_t cap = l->hello_cap * 2;
+            double *grown = realloc(l->hello_ms, cap * sizeof(double));
+            if (grown == NULL) {
+                return; /* latencies sampled from here on are lost */
+            }
+            l->hello_ms = grown;
+            l->hello_cap = cap;
+        }
         l->hello_ms[l->n_hello++] = r->hello_ms;
     }
     if (!r->ok) {
@@ -122,6 +132,17 @@ static void print_summary(const struct load *l)
            " stt, goodbyes %" PRIu32 " sent / %" PRIu32 " received\n",
            t->turns, t->stt, t->goodbye_sent, t->goodbye_received);
     printf("wall time   %.1f s\n", gw_sim_load_elapsed_s(l));
+    for (int i = 0; l->churn_s > 0 && i < CHURN_KIND_COUNT_; i++) {
+        printf("churn       %-8s %" PRIu32 " started, %" PRIu32 " ok, %" PRIu32
+               " failed\n",
+               gw_sim_load_kind_name((enum churn_kind)i), l->kinds[i].started,
+               l->kinds[i].ok, l->kinds[i].failed);
+    }
+    if (l->churn_s > 0) {
+        printf("bad input   %" PRIu64 " malformed messages, %" PRIu64
+               " junk datagrams\n",
+               l->bad_messages, l->junk_datagrams);
+    }
     for (size_t i = 0; i < l->n_reasons; i++) {
         printf("failure     %" PRIu32 " x %s\n", l->reasons[i].n,
                l->reasons[i].text);
@@ -192,6 +213,27 @@ static char *stats_json(const struct load *l)
     for (int i = 0; drops != NULL && i < GW_SIM_DROP_COUNT_; i++) {
         cJSON_AddNumberToObject(drops, gw_sim_drop_name(i),
                                 (double)t->drops[i]);
+    }
+    if (l->churn_s > 0) {
+        cJSON *churn = cJSON_AddObjectToObject(o, "churn");
+        cJSON *kinds = churn ? cJSON_AddObjectToObject(churn, "kinds") : NULL;
+        for (int i = 0; kinds != NULL && i < CHURN_KIND_COUNT_; i++) {
+            cJSON *k = cJSON_AddObjectToObject(
+                kinds, gw_sim_load_kind_name((enum churn_kind)i));
+            if (k != NULL) {
+                cJSON_AddNumberToObject(k, "started", l->kinds[i].started);
+                cJSON_AddNumberToObject(k, "ok", l->kinds[i].ok);
+                cJSON_AddNumberToObject(k, "failed", l->kinds[i].failed);
+            }
+        }
+        if (churn != NULL) {
+            cJSON_AddNumberToObject(churn, "seconds", l->churn_s);
+            cJSON_AddNumberToObject(churn, "identities", l->slots_begun);
+            cJSON_AddNumberToObject(churn, "bad_messages",
+                                    (double)l->bad_messages);
+            cJSON_AddNumberToObject(churn, "junk_datagrams",
+                                    (double)l->junk_datagrams);
+        }
     }
     for (size_t i = 0; i < l->n_reasons; i++) {
         cJSON *f = cJSON_CreateObject();
