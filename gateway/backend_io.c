@@ -65,7 +65,7 @@ void gw_backend_io_release(struct gw_backend_conn *conn)
 {
     msg_list_free(conn->tx_head);
     msg_list_free(conn->spare);
-    free(conn->rx_buf);
+    gw_backend_msg_release(&conn->rx);
 }
 
 /* ---- receiving -------------------------------------------------------- */
@@ -109,17 +109,16 @@ static void deliver(struct gw_backend_conn *conn, const uint8_t *buf,
 int gw_backend_on_receive(struct gw_backend_conn *conn, struct lws *wsi,
                           const uint8_t *in, size_t len)
 {
-    bool first = lws_is_first_fragment(wsi);
-    bool final = lws_is_final_fragment(wsi);
+    struct gw_backend_msg_out msg;
+    int rc;
 
     if (conn->state != CONN_OPEN) {
         return 0; /* closing: the owner has stopped listening */
     }
-    if (first) {
-        conn->rx_len = 0;
-        conn->rx_binary = lws_frame_is_binary(wsi);
-    }
-    if (len > conn->max_message - conn->rx_len) {
+    rc = gw_backend_msg_add(
+        &conn->rx, conn->max_message, in, len, lws_is_first_fragment(wsi),
+        lws_is_final_fragment(wsi), lws_frame_is_binary(wsi), &msg);
+    if (rc == GW_ETOOBIG) {
         gw_backend_set_reason(conn, "message too big");
         conn->close_requested = true;
         conn->state = CONN_CLOSING;
@@ -127,30 +126,12 @@ int gw_backend_on_receive(struct gw_backend_conn *conn, struct lws *wsi,
         gw_backend_close_with(conn, wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE);
         return 0;
     }
-    if (first && final) {
-        deliver(conn, in, len, conn->rx_binary); /* the common case: no copy */
-        return 0;
+    if (rc < 0) {
+        gw_backend_set_reason(conn, "receive: %s", gw_strerror(rc));
+        return -1;
     }
-    if (conn->rx_len + len > conn->rx_cap) {
-        size_t cap = conn->rx_cap > 0 ? conn->rx_cap * 2 : RX_CHUNK * 2;
-        while (cap < conn->rx_len + len) {
-            cap *= 2;
-        }
-        cap = cap < conn->max_message ? cap : conn->max_message;
-        uint8_t *grown = realloc(conn->rx_buf, cap);
-        if (grown == NULL) {
-            gw_backend_set_reason(conn, "out of memory");
-            return -1;
-        }
-        conn->rx_buf = grown;
-        conn->rx_cap = cap;
-    }
-    memcpy(conn->rx_buf + conn->rx_len, in, len);
-    conn->rx_len += len;
-    if (final) {
-        size_t n = conn->rx_len;
-        conn->rx_len = 0;
-        deliver(conn, conn->rx_buf, n, conn->rx_binary);
+    if (rc == 1) {
+        deliver(conn, msg.data, msg.len, msg.binary);
     }
     return 0;
 }

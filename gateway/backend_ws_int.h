@@ -16,6 +16,7 @@
 
 #include "codec/audio_frame.h"
 #include "common/list.h"
+#include "gateway/backend_msg.h"
 #include "gateway/backend_ws.h"
 #include "gateway/lws_uv.h"
 
@@ -69,11 +70,8 @@ struct gw_backend_conn {
     const char *path;          /* verbatim from the url */
     int port;
     bool tls;
-    /* A message arriving in pieces; unused when it comes in one. */
-    uint8_t *rx_buf;
-    size_t rx_len, rx_cap;
-    bool rx_binary;
-    uint64_t bad_frames; /* this connection's, for rate-limited logs */
+    struct gw_backend_msg rx; /* a message arriving in pieces */
+    uint64_t bad_frames;      /* this connection's, for rate-limited logs */
     struct tx_msg *tx_head, *tx_tail, *spare;
     size_t tx_count, tx_bytes, spare_count;
     char reason[REASON_MAX]; /* the first cause of the end wins */
