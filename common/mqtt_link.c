@@ -42,6 +42,7 @@ struct gw_mqtt_link {
     int handles_open;         /* timers and watches not yet closed */
     bool up;                  /* CONNACK accepted, not lost since */
     bool closing;             /* gw_mqtt_link_close() was called */
+    bool tls_told;            /* this attempt's TLS failure is logged */
     char *status_topic;       /* NULL: none */
     char *host;               /* copied options */
     int port;
@@ -132,6 +133,24 @@ static void schedule_retry(struct gw_mqtt_link *link)
     uv_timer_start(&link->retry_timer, on_retry, delay, 0);
 }
 
+/*
+ * One clear line per connect attempt for a failed handshake, from
+ * whichever place meets it first: the call that ran the handshake
+ * (connect_async on a fast link, else a later read or write) or the
+ * library's own OpenSSL error report, which some paths give alone.
+ */
+static void log_tls_failure(struct gw_mqtt_link *link)
+{
+    if (link->tls_told || link->closing) {
+        return;
+    }
+    link->tls_told = true;
+    gw_log(GW_LOG_WARN, "mqtt",
+           "TLS with %s:%d failed: the broker's certificate or host "
+           "name is not trusted, or the handshake broke",
+           link->host, link->port);
+}
+
 static void try_connect(struct gw_mqtt_link *link)
 {
     /*
@@ -140,9 +159,14 @@ static void try_connect(struct gw_mqtt_link *link)
      * container name, so this stays short. The TCP connect itself does
      * not block.
      */
-    int rc = mosquitto_connect_async(link->mosq, link->host, link->port,
-                                     link->keepalive_s);
-    if (rc != MOSQ_ERR_SUCCESS) {
+    int rc;
+
+    link->tls_told = false;
+    rc = mosquitto_connect_async(link->mosq, link->host, link->port,
+                                 link->keepalive_s);
+    if (rc == MOSQ_ERR_TLS) {
+        log_tls_failure(link);
+    } else if (rc != MOSQ_ERR_SUCCESS) {
         gw_log(GW_LOG_WARN, "mqtt", "connect to %s:%d failed: %s", link->host,
                link->port,
                rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
@@ -189,10 +213,7 @@ static void on_poll(uv_poll_t *poll, int status, int events)
         rc = mosquitto_loop_write(link->mosq, 1);
     }
     if (rc == MOSQ_ERR_TLS) {
-        gw_log(GW_LOG_WARN, "mqtt",
-               "TLS with %s:%d failed: the broker's certificate or host "
-               "name is not trusted, or the handshake broke",
-               link->host, link->port);
+        log_tls_failure(link);
     } else if (rc != MOSQ_ERR_SUCCESS && rc != MOSQ_ERR_NO_CONN) {
         gw_log(GW_LOG_DEBUG, "mqtt", "socket i/o: %s",
                rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
@@ -326,6 +347,9 @@ static void on_lib_log(struct mosquitto *mosq, void *obj, int level,
     (void)mosq;
     if ((level & MOSQ_LOG_ERR) != 0 && !link->closing) {
         gw_log(GW_LOG_WARN, "mqtt", "%s:%d: %s", link->host, link->port, str);
+        if (strncmp(str, "OpenSSL Error", 13) == 0) {
+            log_tls_failure(link);
+        }
     }
 }
 
