@@ -27,6 +27,14 @@
 #define GW_RPC_DEVICE_BUSY (-32003) /* too many requests waiting for it */
 #define GW_RPC_CANCELLED   (-32004) /* the gateway is shutting down */
 
+/* -32005 (sessions full) is the MCP server's; then, in order: no MCP
+ * client declared the capability a device asks for, no such MCP server for
+ * this device, an MCP server failed (connect, TLS, HTTP status, body), and
+ * the MCP client cancelled the request. */
+#define GW_RPC_NO_CLIENT     (-32006)
+#define GW_RPC_NO_SERVER     (-32007)
+#define GW_RPC_SERVER_FAILED (-32008)
+
 /* Largest id the gateway puts on a request: firmware reads ids as int. */
 #define GW_RPC_ID_MAX 0x7fffffffu
 

@@ -82,7 +82,6 @@ int gw_mcp_tools_page_parse(const cJSON *result, cJSON *tools,
 {
     const cJSON *list, *cursor, *tool;
     const char *page_next;
-    cJSON *copies, *copy;
 
     if (!cJSON_IsArray(tools) || next == NULL) {
         return GW_EINVAL;
@@ -98,14 +97,26 @@ int gw_mcp_tools_page_parse(const cJSON *result, cJSON *tools,
             return GW_EPROTO;
         }
     }
-    /* Copies first, so that running out of memory leaves tools as it was. */
+    if (gw_mcp_append_copies(tools, list) != 0) {
+        return GW_ENOMEM;
+    }
+    *next = page_next;
+    return 0;
+}
+
+int gw_mcp_append_copies(cJSON *dest, const cJSON *list)
+{
+    cJSON *copies, *copy;
+    const cJSON *item;
+
+    /* Copies first, so that running out of memory leaves dest as it was. */
     copies = cJSON_CreateArray();
     if (copies == NULL) {
         return GW_ENOMEM;
     }
-    cJSON_ArrayForEach(tool, list)
+    cJSON_ArrayForEach(item, list)
     {
-        copy = cJSON_Duplicate(tool, true);
+        copy = cJSON_Duplicate(item, true);
         if (copy == NULL || !cJSON_AddItemToArray(copies, copy)) {
             cJSON_Delete(copy);
             cJSON_Delete(copies);
@@ -113,10 +124,9 @@ int gw_mcp_tools_page_parse(const cJSON *result, cJSON *tools,
         }
     }
     while ((copy = cJSON_DetachItemFromArray(copies, 0)) != NULL) {
-        cJSON_AddItemToArray(tools, copy); /* cannot fail: both non-NULL */
+        cJSON_AddItemToArray(dest, copy); /* cannot fail: both non-NULL */
     }
     cJSON_Delete(copies);
-    *next = page_next;
     return 0;
 }
 

@@ -31,6 +31,10 @@
 GW_MUST_CHECK int gw_mcp_tools_page_parse(const cJSON *result, cJSON *tools,
                                           const char **next);
 
+/* Appends a copy of every item of the array list to the array dest, all
+ * or nothing: GW_ENOMEM leaves dest as it was. */
+GW_MUST_CHECK int gw_mcp_append_copies(cJSON *dest, const cJSON *list);
+
 /* Whether a tool is marked for the user only: its annotations.audience
  * names "user" and not "assistant" (how firmware marks them). */
 bool gw_mcp_tool_user_only(const cJSON *tool);
