@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "tools/sim_espmcp.h"
 
 enum {
     O_BROKER = 256,
@@ -48,6 +49,13 @@ enum {
     O_MCP_SILENT,
     O_MCP_ECHO,
     O_MCP_DELAY,
+    O_MCP_PROFILE,
+    O_MCP_REMOTE,
+    O_MCP_REMOTE_INIT,
+    O_MCP_REMOTE_PROGRESS,
+    O_MCP_UPDATE,
+    O_MCP_CHANGE,
+    O_MCP_BIG,
     O_IDLE,
     O_JSON,
     O_PACKET_LOG,
@@ -92,6 +100,13 @@ static const struct option cli_options[] = {
     {"mcp-silent", no_argument, NULL, O_MCP_SILENT},
     {"mcp-echo-tool", no_argument, NULL, O_MCP_ECHO},
     {"mcp-call-delay-ms", required_argument, NULL, O_MCP_DELAY},
+    {"mcp-profile", required_argument, NULL, O_MCP_PROFILE},
+    {"mcp-remote", required_argument, NULL, O_MCP_REMOTE},
+    {"mcp-remote-init", no_argument, NULL, O_MCP_REMOTE_INIT},
+    {"mcp-remote-progress", no_argument, NULL, O_MCP_REMOTE_PROGRESS},
+    {"mcp-update-ms", required_argument, NULL, O_MCP_UPDATE},
+    {"mcp-change-after-ms", required_argument, NULL, O_MCP_CHANGE},
+    {"mcp-big-resource-bytes", required_argument, NULL, O_MCP_BIG},
     {"idle", no_argument, NULL, O_IDLE},
     {"json", no_argument, NULL, O_JSON},
     {"packet-log", required_argument, NULL, O_PACKET_LOG},
@@ -176,6 +191,33 @@ void gw_sim_cli_usage(FILE *out)
         "                           in arrival order (a slow tool); other "
         "methods\n"
         "                           are answered at once\n"
+        "  --mcp-profile P          stock (the firmware's tools-only "
+        "server) or esp\n"
+        "                           (an esp-mcp-like server: resources, "
+        "prompts,\n"
+        "                           logging, progress, tasks, device "
+        "requests)\n"
+        "  --mcp-remote 'EP:TOOL:{json}'  esp: once the first initialize "
+        "arrived,\n"
+        "                           call TOOL on the MCP server EP through "
+        "the\n"
+        "                           gateway (repeatable, up to 16)\n"
+        "  --mcp-remote-init        esp: initialize each such server first "
+        "(then\n"
+        "                           notifications/initialized), as esp-mcp's "
+        "client\n"
+        "  --mcp-remote-progress    esp: remote calls carry "
+        "_meta.progressToken (their\n"
+        "                           id); progress from the server is "
+        "checked\n"
+        "  --mcp-update-ms N        esp: resources/updated every N ms per\n"
+        "                           subscribed uri (default 0: never)\n"
+        "  --mcp-change-after-ms N  esp: add a tool, a resource and a "
+        "prompt N ms\n"
+        "                           after the first initialize, with "
+        "list_changed\n"
+        "  --mcp-big-resource-bytes N  esp: size of device://big.txt "
+        "(default 4096)\n"
         "Timeouts (ms):\n"
         "  --connect-timeout MS     CONNACK, default 10000\n"
         "  --hello-timeout MS       server hello, default 10000 (firmware)\n"
@@ -277,6 +319,10 @@ static int parse_number(struct gw_sim_cli *cli, int code, const char *arg)
         N(O_SESSIONS, "sessions", 1, 100000, sessions),
         N(O_MCP_TOOLS, "mcp-extra-tools", 0, 100000, mcp_extra_tools),
         N(O_MCP_DELAY, "mcp-call-delay-ms", 0, 3600000, mcp_call_delay_ms),
+        N(O_MCP_UPDATE, "mcp-update-ms", 0, 3600000, mcp_update_ms),
+        N(O_MCP_CHANGE, "mcp-change-after-ms", 0, 3600000, mcp_change_after_ms),
+        N(O_MCP_BIG, "mcp-big-resource-bytes", 1, GW_SIM_ESP_BIG_MAX,
+          mcp_big_resource_bytes),
 #undef N
     };
 
@@ -292,11 +338,34 @@ static int parse_number(struct gw_sim_cli *cli, int code, const char *arg)
     return 1; /* not a numeric option */
 }
 
+/* --mcp-remote: checked now, parsed again by the device. */
+static int remote_spec(struct gw_sim_device_options *o, const char *arg)
+{
+    struct gw_sim_esp_remote r;
+    size_t max = sizeof(o->mcp_remote) / sizeof(o->mcp_remote[0]);
+
+    if (o->n_mcp_remote == max) {
+        fprintf(stderr, "hybridgw-sim: --mcp-remote: at most %zu\n", max);
+        return GW_EINVAL;
+    }
+    if (gw_sim_esp_remote_parse(arg, &r) != 0) {
+        fprintf(stderr,
+                "hybridgw-sim: --mcp-remote: expected "
+                "ENDPOINT:TOOL[:{json object}], got '%s'\n",
+                arg);
+        return GW_EINVAL;
+    }
+    gw_sim_esp_remote_free(&r);
+    o->mcp_remote[o->n_mcp_remote++] = arg;
+    return 0;
+}
+
 int gw_sim_cli_parse(struct gw_sim_cli *cli, int code, const char *arg)
 {
     static const char *const modes[] = {"auto", "manual", "realtime"};
     static const char *const ends[] = {"goodbye", "server", "none"};
     static const char *const levels[] = {"error", "warn", "info", "debug"};
+    static const char *const profiles[] = {"stock", "esp"};
     struct gw_sim_device_options *o = &cli->dev;
     uint32_t v;
     int rc, i = 0;
@@ -374,6 +443,19 @@ int gw_sim_cli_parse(struct gw_sim_cli *cli, int code, const char *arg)
         break;
     case O_MCP_ECHO:
         o->mcp_echo_tool = true;
+        break;
+    case O_MCP_PROFILE:
+        rc = choice("mcp-profile", arg, profiles, 2, &i);
+        o->mcp_profile = (enum gw_sim_mcp_profile)i;
+        break;
+    case O_MCP_REMOTE:
+        rc = remote_spec(o, arg);
+        break;
+    case O_MCP_REMOTE_INIT:
+        o->mcp_remote_init = true;
+        break;
+    case O_MCP_REMOTE_PROGRESS:
+        o->mcp_remote_progress = true;
         break;
     case O_IDLE:
         o->idle = true;

@@ -17,6 +17,7 @@
 #include "crypto/credential.h"
 #include "common/log.h"
 #include "tools/sim_common.h"
+#include "tools/sim_espmcp.h"
 
 #define DEF_USERNAME "eyJpcCI6IjEyNy4wLjAuMSJ9" /* {"ip":"127.0.0.1"} */
 
@@ -82,6 +83,7 @@ void gw_sim_dev_release(struct gw_sim_device *d)
         d->close_cb(d, d->close_arg);
     }
     gw_sim_dev_mcp_drop_queue(d);
+    gw_sim_esp_destroy(d->esp);
     gw_aes_ctr_destroy(d->aes);
     EVP_MD_CTX_free(d->up_md);
     EVP_MD_CTX_free(d->down_md);
@@ -127,6 +129,7 @@ void gw_sim_device_options_default(struct gw_sim_device_options *o)
     o->channel_timeout_ms = 120000;
     o->end_timeout_ms = 60000;
     o->linger_ms = 500;
+    o->mcp_big_resource_bytes = 4096;
 }
 
 /* GID_test@@@<random MAC>@@@<random uuid v4>, as a fresh board has. */
@@ -200,6 +203,7 @@ static int setup_identity(struct gw_sim_device *d,
 
 static void free_early(struct gw_sim_device *d)
 {
+    gw_sim_esp_destroy(d->esp);
     gw_aes_ctr_destroy(d->aes);
     EVP_MD_CTX_free(d->up_md);
     EVP_MD_CTX_free(d->down_md);
@@ -225,6 +229,21 @@ static int setup_state(struct gw_sim_device *d,
     d->mcp.extra_tools = o->mcp_extra_tools;
     d->mcp.silent = o->mcp_silent;
     d->mcp.echo_tool = o->mcp_echo_tool;
+    if (o->mcp_profile == GW_SIM_MCP_ESP) {
+        struct gw_sim_esp_options eo = {
+            .update_ms = o->mcp_update_ms,
+            .change_after_ms = o->mcp_change_after_ms,
+            .big_resource_bytes = o->mcp_big_resource_bytes,
+            .remote = o->mcp_remote,
+            .n_remote = o->n_mcp_remote,
+            .remote_init = o->mcp_remote_init,
+            .remote_progress = o->mcp_remote_progress,
+        };
+        if ((rc = gw_sim_esp_create(&eo, &d->mcp, &d->esp)) != 0) {
+            return rc;
+        }
+        d->r.mcp_esp = d->esp;
+    }
     d->sample_rate = 24000; /* the firmware's defaults before any hello */
     d->frame_duration = 60;
     d->frame_ns = (uint64_t)o->frame_ms * 1000000u;
@@ -282,13 +301,13 @@ int gw_sim_device_init(uv_loop_t *loop,
         return rc;
     }
     uv_timer_t *timers[] = {
-        &d->uplink_timer,   &d->play_timer, &d->watchdog, &d->channel_timer,
-        &d->duration_timer, &d->done_timer, &d->mcp_timer};
+        &d->uplink_timer,   &d->play_timer, &d->watchdog,  &d->channel_timer,
+        &d->duration_timer, &d->done_timer, &d->mcp_timer, &d->esp_timer};
     for (size_t i = 0; i < sizeof(timers) / sizeof(timers[0]); i++) {
         uv_timer_init(loop, timers[i]);
         timers[i]->data = d;
     }
-    d->open_handles = 8; /* seven timers and the MQTT link */
+    d->open_handles = 9; /* eight timers and the MQTT link */
     d->t0_ns = uv_hrtime();
     d->state = ST_CONNECTING;
     gw_sim_dev_watch(d, opts->connect_timeout_ms);
@@ -321,8 +340,8 @@ void gw_sim_device_close(struct gw_sim_device *d, gw_sim_device_close_cb cb,
     d->o.on_event = NULL;
     gw_sim_dev_udp_close(d);
     uv_timer_t *timers[] = {
-        &d->uplink_timer,   &d->play_timer, &d->watchdog, &d->channel_timer,
-        &d->duration_timer, &d->done_timer, &d->mcp_timer};
+        &d->uplink_timer,   &d->play_timer, &d->watchdog,  &d->channel_timer,
+        &d->duration_timer, &d->done_timer, &d->mcp_timer, &d->esp_timer};
     for (size_t i = 0; i < sizeof(timers) / sizeof(timers[0]); i++) {
         uv_close((uv_handle_t *)timers[i], gw_sim_dev_on_closed);
     }
@@ -419,6 +438,10 @@ char *gw_sim_result_json(const struct gw_sim_result *r, const char *client_id)
     cJSON_AddNumberToObject(msgs, "mcp_ignored", r->mcp_ignored);
     cJSON_AddNumberToObject(msgs, "goodbye_ignored", r->goodbye_ignored);
     if (!add_mcp(o, r)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    if (r->mcp_esp != NULL && !gw_sim_esp_result_json(r->mcp_esp, o)) {
         cJSON_Delete(o);
         return NULL;
     }

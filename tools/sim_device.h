@@ -17,6 +17,12 @@
 #include "codec/udp_header.h"
 #include "common/error.h"
 
+/* Which MCP server the device runs. */
+enum gw_sim_mcp_profile {
+    GW_SIM_MCP_STOCK, /* the xiaozhi firmware's tools-only server */
+    GW_SIM_MCP_ESP    /* an esp-mcp-like server (sim_espmcp.h) */
+};
+
 /* The firmware's listening modes (the `mode` of listen start). */
 enum gw_sim_mode {
     GW_SIM_MODE_AUTO,    /* server VAD ends turns; mic off while speaking */
@@ -112,6 +118,10 @@ void gw_sim_mcp_defaults(struct gw_sim_mcp *m);
 GW_MUST_CHECK int gw_sim_mcp_handle(struct gw_sim_mcp *m, const cJSON *msg,
                                     char **reply, size_t *reply_len);
 
+/* The stock tools as tools/list shows them (every page at once), the
+ * user-only ones with with_user; a JSON array, or NULL on OOM. */
+cJSON *gw_sim_mcp_tools_json(const struct gw_sim_mcp *m, bool with_user);
+
 /* --- Uplink audio ------------------------------------------------------ */
 
 /*
@@ -130,6 +140,7 @@ void gw_sim_clip_destroy(struct gw_sim_clip *clip);
 /* --- The device -------------------------------------------------------- */
 
 struct gw_sim_device;
+struct gw_sim_esp;
 
 /* Per device outcome; counters are live while the device runs. */
 struct gw_sim_result {
@@ -161,6 +172,10 @@ struct gw_sim_result {
     uint32_t mcp_initializes, mcp_lists, mcp_calls, mcp_cancelled;
     bool mcp_vision;          /* an initialize carried capabilities.vision */
     char mcp_vision_url[128]; /* its url */
+    /* The esp profile's server (sim_espmcp.h), NULL in stock mode; valid
+     * as long as the result. */
+    const struct gw_sim_esp *mcp_esp;
+    uint32_t mcp_violations; /* esp: strict MCP checks failed */
     uint64_t up_packets, up_bytes, up_send_errors;
     uint64_t up_replayed, up_forged; /* test traffic, not in the counts */
     uint64_t down_datagrams;         /* every datagram read */
@@ -224,6 +239,16 @@ struct gw_sim_device_options {
     uint32_t mcp_call_delay_ms;  /* tools/call answered this late, one
                                     at a time in arrival order; 0 = at
                                     once */
+    enum gw_sim_mcp_profile mcp_profile; /* stock or esp-mcp-like */
+    uint32_t mcp_update_ms;              /* esp: resources/updated period */
+    uint32_t mcp_change_after_ms;        /* esp: list changes after the
+                                            first initialize; 0 never */
+    uint32_t mcp_big_resource_bytes;     /* esp: device://big.txt size */
+    const char *mcp_remote[16];          /* esp: ENDPOINT:TOOL:{json} calls made
+                                            once the first initialize arrived */
+    size_t n_mcp_remote;
+    bool mcp_remote_init;     /* esp: initialize each endpoint first */
+    bool mcp_remote_progress; /* esp: remote calls carry a progress token */
     bool idle; /* connect and stay online with no conversation until a
                   wake-up (gw_sim_device_wake) or a stop; sleeps again
                   after each conversation */

@@ -99,7 +99,9 @@ struct gw_sim_device {
     struct gw_sim_mcp mcp;
     /* tools/call requests waiting out --mcp-call-delay-ms, oldest first. */
     struct gw_sim_mcp_job *mcp_head, *mcp_tail;
-    uv_timer_t mcp_timer; /* answers the oldest one */
+    uv_timer_t mcp_timer;   /* answers the oldest one */
+    struct gw_sim_esp *esp; /* --mcp-profile esp, else NULL */
+    uv_timer_t esp_timer;   /* its next timer */
     struct gw_sim_result r;
     gw_sim_device_close_cb close_cb;
     void *close_arg;
@@ -148,6 +150,9 @@ void gw_sim_dev_send_hello(struct gw_sim_device *d);
 
 /* Copies the MCP server's counters into the result. */
 void gw_sim_dev_sync_mcp(struct gw_sim_device *d);
+
+/* The esp profile's run ends: unanswered requests are counted. */
+void gw_sim_dev_esp_finish(struct gw_sim_device *d);
 
 /* Frees the tools/call requests still waiting (the device is going). */
 void gw_sim_dev_mcp_drop_queue(struct gw_sim_device *d);

@@ -210,6 +210,29 @@ static void tool_json(struct sbuf *b, const struct tool *t)
     sb_add(b, "}");
 }
 
+cJSON *gw_sim_mcp_tools_json(const struct gw_sim_mcp *m, bool with_user)
+{
+    struct sbuf b = {0};
+    char name[64];
+    cJSON *arr;
+
+    sb_add(&b, "[");
+    for (size_t i = 0; i < tool_count(m); i++) {
+        struct tool tl = tool_at(m, i, name, sizeof(name));
+        if (tl.user_only && !with_user) {
+            continue;
+        }
+        if (b.len > 1) {
+            sb_add(&b, ",");
+        }
+        tool_json(&b, &tl);
+    }
+    sb_add(&b, "]");
+    arr = b.oom ? NULL : cJSON_Parse(b.p);
+    free(b.p);
+    return arr;
+}
+
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif

@@ -15,6 +15,7 @@
 #include "codec/hello.h"
 #include "codec/hex.h"
 #include "common/log.h"
+#include "tools/sim_espmcp.h"
 
 int gw_sim_dev_publish(struct gw_sim_device *d, const char *msg, size_t len)
 {
@@ -294,6 +295,10 @@ void gw_sim_dev_sync_mcp(struct gw_sim_device *d)
 {
     const struct gw_sim_mcp *m = &d->mcp;
 
+    if (d->esp != NULL) {
+        d->r.mcp_violations = gw_sim_esp_stats(d->esp)->violations;
+    }
+
     d->r.mcp_answered = (uint32_t)m->answered;
     d->r.mcp_ignored = (uint32_t)m->ignored;
     d->r.mcp_initializes = (uint32_t)m->initializes;
@@ -411,9 +416,128 @@ void gw_sim_dev_mcp_drop_queue(struct gw_sim_device *d)
     d->mcp_tail = NULL;
 }
 
+/* ---- the esp profile ------------------------------------------------- */
+
+static void on_esp_timer(uv_timer_t *t);
+
+/*
+ * Publishes what the esp server queued, each in an mcp envelope (with
+ * "endpoint" for an MCP server), prints its violations, and arms its
+ * next timer.
+ */
+static void esp_flush(struct gw_sim_device *d)
+{
+    char *endpoint, *json, vio[200];
+    const char *what;
+
+    while (gw_sim_esp_pop(d->esp, &endpoint, &json, &what)) {
+        /* A tool's caller names the endpoint: it is escaped. */
+        cJSON *eps = endpoint ? cJSON_CreateString(endpoint) : NULL;
+        char *ep = eps ? cJSON_PrintUnformatted(eps) : NULL;
+        size_t cap = strlen(json) + strlen(d->sid) + (ep ? strlen(ep) : 0) + 80;
+        char *msg = endpoint == NULL || ep != NULL ? malloc(cap) : NULL;
+        int n = -1;
+        cJSON_Delete(eps);
+        if (msg != NULL && endpoint != NULL) {
+            n = snprintf(msg, cap,
+                         "{\"session_id\":\"%s\",\"type\":\"mcp\","
+                         "\"endpoint\":%s,\"payload\":%s}",
+                         d->sid, ep, json);
+        } else if (msg != NULL) {
+            n = snprintf(msg, cap,
+                         "{\"session_id\":\"%s\",\"type\":\"mcp\","
+                         "\"payload\":%s}",
+                         d->sid, json);
+        }
+        free(endpoint);
+        free(json);
+        cJSON_free(ep);
+        if (n < 0) {
+            free(msg);
+            gw_sim_dev_fail(d, "out of memory");
+            return;
+        }
+        gw_sim_dev_event(d, "> mcp %s (%d bytes)", what, n);
+        int rc = gw_sim_dev_publish(d, msg, (size_t)n);
+        free(msg);
+        if (rc != 0 || d->finished) {
+            return;
+        }
+    }
+    while (gw_sim_esp_pop_violation(d->esp, vio, sizeof(vio))) {
+        gw_log(GW_LOG_WARN, d->subject, "MCP violation: %s", vio);
+        gw_sim_dev_event(d, "MCP VIOLATION: %s", vio);
+    }
+    gw_sim_dev_sync_mcp(d);
+    int64_t next = gw_sim_esp_next_ms(d->esp, uv_now(d->loop));
+    if (next < 0) {
+        uv_timer_stop(&d->esp_timer);
+    } else {
+        uv_timer_start(&d->esp_timer, on_esp_timer, (uint64_t)next, 0);
+    }
+}
+
+static void on_esp_timer(uv_timer_t *t)
+{
+    struct gw_sim_device *d = t->data;
+
+    if (d->closing || d->finished) {
+        return;
+    }
+    if (gw_sim_esp_tick(d->esp, uv_now(d->loop)) != 0) {
+        gw_sim_dev_fail(d, "out of memory");
+        return;
+    }
+    esp_flush(d);
+}
+
+void gw_sim_dev_esp_finish(struct gw_sim_device *d)
+{
+    char vio[200];
+
+    if (d->esp == NULL) {
+        return;
+    }
+    uv_timer_stop(&d->esp_timer);
+    gw_sim_esp_finish(d->esp);
+    while (gw_sim_esp_pop_violation(d->esp, vio, sizeof(vio))) {
+        gw_sim_dev_event(d, "MCP VIOLATION: %s", vio);
+    }
+    gw_sim_dev_sync_mcp(d);
+}
+
+static void esp_receive(struct gw_sim_device *d, const cJSON *root)
+{
+    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(root, "payload");
+    const cJSON *endpoint = cJSON_GetObjectItemCaseSensitive(root, "endpoint");
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(payload, "method");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(payload, "id");
+    const char *ep = cJSON_GetStringValue(endpoint);
+
+    if (cJSON_IsString(method)) {
+        gw_sim_dev_event(d, "< mcp %s%s%s", method->valuestring,
+                         ep ? " from " : "", ep ? ep : "");
+    } else if (cJSON_IsNumber(id)) {
+        gw_sim_dev_event(d, "< mcp %sanswer id=%.0f%s%s", ep ? "remote " : "",
+                         id->valuedouble, ep ? " from " : "", ep ? ep : "");
+    } else {
+        gw_sim_dev_event(d, "< mcp message");
+    }
+    if (gw_sim_esp_receive(d->esp, uv_now(d->loop), payload, endpoint) != 0) {
+        gw_sim_dev_fail(d, "out of memory");
+        return;
+    }
+    esp_flush(d);
+}
+
 static void on_mcp(struct gw_sim_device *d, const cJSON *root)
 {
     const cJSON *payload = cJSON_GetObjectItemCaseSensitive(root, "payload");
+
+    if (d->esp != NULL) {
+        esp_receive(d, root);
+        return;
+    }
 
     if (!mcp_delayed(d, payload)) {
         mcp_answer(d, payload);

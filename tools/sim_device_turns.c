@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "tools/sim_common.h"
+#include "tools/sim_espmcp.h"
 
 static const char *mode_name(enum gw_sim_mode m)
 {
@@ -206,6 +207,9 @@ static void evaluate(struct gw_sim_device *d)
                    r->hello_duplicate);
     } else if (r->goodbye_replied) {
         set_reason(d, "the device's goodbye was answered with a goodbye");
+    } else if (r->mcp_violations > 0) {
+        set_reason(d, "MCP violations: %" PRIu32 " (first: %s)",
+                   r->mcp_violations, gw_sim_esp_stats(d->esp)->violation);
     } else if (d->stopped) {
         return; /* load runs end on a clock, mid-turn */
     } else if (d->o.require_reply && r->stt_count == 0) {
@@ -247,6 +251,7 @@ void gw_sim_dev_finish(struct gw_sim_device *d)
     uv_timer_stop(&d->duration_timer);
     gw_sim_dev_sync_downlink(d);
     uv_timer_stop(&d->mcp_timer);
+    gw_sim_dev_esp_finish(d);
     gw_sim_dev_sync_mcp(d);
     gw_sim_digest_hex(d->up_md, d->r.up_sha256);
     gw_sim_digest_hex(d->down_md, d->r.down_sha256);
