@@ -390,3 +390,20 @@ char *gw_envelope_print_mcp(const char *sid, const cJSON *payload)
     cJSON_Delete(env);
     return text;
 }
+
+char *gw_envelope_print_mcp_endpoint(const char *sid, const char *endpoint,
+                                     const cJSON *payload)
+{
+    cJSON *env = cJSON_CreateObject();
+    char *text = NULL;
+
+    if (env != NULL &&
+        cJSON_AddStringToObject(env, "session_id", sid) != NULL &&
+        cJSON_AddStringToObject(env, "type", "mcp") != NULL &&
+        cJSON_AddStringToObject(env, "endpoint", endpoint) != NULL &&
+        cJSON_AddItemReferenceToObject(env, "payload", (cJSON *)payload)) {
+        text = cJSON_PrintUnformatted(env);
+    }
+    cJSON_Delete(env);
+    return text;
+}

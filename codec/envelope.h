@@ -120,6 +120,14 @@ GW_MUST_CHECK int gw_envelope_build_goodbye(const char *sid, char *out,
 char *gw_envelope_print_mcp(const char *sid, const cJSON *payload);
 
 /*
+ * {"session_id":sid,"type":"mcp","endpoint":endpoint,"payload":payload}:
+ * a message between a device and an MCP server it addresses by name
+ * (docs/protocol.md section 7). NULL on OOM; payload is not moved.
+ */
+char *gw_envelope_print_mcp_endpoint(const char *sid, const char *endpoint,
+                                     const cJSON *payload);
+
+/*
  * Appends s[0..len) as a quoted JSON string at out[*pos], escaping quotes,
  * backslashes and control characters, and keeps out NUL-terminated.
  * Advances *pos on success. GW_EUTF8 if s is not UTF-8, GW_ENOSPC if it

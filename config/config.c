@@ -387,6 +387,34 @@ static void check_backends(struct loader *ld, struct gw_config *cfg)
     }
 }
 
+static void check_mcp_servers(struct loader *ld, struct gw_config *cfg)
+{
+    char path[PATH_CAP], q[QUOTE_CAP];
+
+    for (size_t i = 0; i < cfg->n_mcp_servers; i++) {
+        const struct gw_mcp_server_config *ms = &cfg->mcp_servers[i];
+
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(ms->name, cfg->mcp_servers[j].name) == 0) {
+                snprintf(path, sizeof(path), "mcp_servers[%zu].name", i);
+                fail_key(ld, path,
+                         "duplicate MCP server name '%s' (as in "
+                         "mcp_servers[%zu])",
+                         gw_config_schema_quote(ms->name, q, sizeof(q)), j);
+                break;
+            }
+        }
+        if (ms->auth.scheme == GW_AUTH_BEARER && *ms->auth.token == '\0') {
+            snprintf(path, sizeof(path), "mcp_servers[%zu].auth.token", i);
+            fail_key(ld, path, "required when the scheme is bearer");
+        }
+        if (*ms->ca_file != '\0') {
+            snprintf(path, sizeof(path), "mcp_servers[%zu].ca_file", i);
+            check_readable(ld, path, ms->ca_file);
+        }
+    }
+}
+
 /* Absent "routes" means: every device goes to the first backend. */
 static int default_route(struct gw_config *cfg)
 {
@@ -484,6 +512,7 @@ static void validate(struct loader *ld, struct gw_config *cfg,
                      bool routes_given)
 {
     check_backends(ld, cfg);
+    check_mcp_servers(ld, cfg);
     check_routes(ld, cfg, routes_given);
     check_mqtt(ld, cfg);
     if (cfg->udp.public_port == 0) {

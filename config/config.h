@@ -56,6 +56,29 @@ struct gw_route_config {
     size_t *backend_index; /* resolved indices into gw_config.backends */
 };
 
+/*
+ * An MCP server devices may call by name (docs/protocol.md section 7,
+ * outbound addressing). allow matches devices like a route's match.
+ */
+struct gw_mcp_server_config {
+    char *name; /* unique, the device's "endpoint" */
+    char *url;  /* http:// or https://, the Streamable HTTP endpoint */
+    struct {
+        enum gw_auth_scheme scheme; /* none or bearer */
+        char *token;                /* GW_AUTH_BEARER */
+    } auth;
+    char *ca_file;  /* extra CA for https:// ("" = system store) */
+    int timeout_ms; /* per request, initialize included */
+    struct {
+        char **groups;
+        size_t n_groups;
+        char **macs;
+        size_t n_macs;
+        char **client_ids;
+        size_t n_client_ids;
+    } allow;
+};
+
 struct gw_config {
     char *source; /* file name the config came from, for messages */
     char *instance;
@@ -109,7 +132,17 @@ struct gw_config {
         bool expose_user_tools;      /* to the backend and AI clients */
         int session_idle_timeout_ms; /* MCP server sessions */
         int max_sessions;            /* MCP server sessions */
+        int max_list_items;          /* per catalog list of one device */
+        int max_resource_bytes;      /* one resources/read's contents */
+        int task_result_timeout_ms;  /* tasks/result waiting */
+        int max_device_requests;     /* device -> client requests waiting */
+        int device_request_timeout_ms;
+        int outbound_max_pending;        /* per device, to MCP servers */
+        int outbound_max_response_bytes; /* one answer of an MCP server */
+        int outbound_session_idle_ms;    /* then the session is DELETEd */
     } mcp;
+    struct gw_mcp_server_config *mcp_servers;
+    size_t n_mcp_servers;
     struct {
         int max_sessions;
         int backend_hello_timeout_ms;

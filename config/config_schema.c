@@ -102,6 +102,41 @@ static const char *check_url(void *field)
     return NULL;
 }
 
+/* An MCP server's Streamable HTTP endpoint, used verbatim by the client. */
+static const char *check_http_url(void *field)
+{
+    const char *s = *(char **)field;
+    const char *host;
+
+    if (strncmp(s, "http://", 7) == 0) {
+        host = s + 7;
+    } else if (strncmp(s, "https://", 8) == 0) {
+        host = s + 8;
+    } else {
+        return "scheme must be http:// or https://";
+    }
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p <= ' ' || *p == 0x7f) {
+            return "must not contain spaces or control characters";
+        }
+    }
+    if (*host == '\0' || strchr(":/?#@", *host) != NULL) {
+        return "has no host";
+    }
+    return NULL;
+}
+
+/* Sent in an HTTP header: a CR or LF would end it and start another. */
+static const char *check_header_value(void *field)
+{
+    for (const unsigned char *p = *(unsigned char **)field; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            return "must not contain control characters";
+        }
+    }
+    return NULL;
+}
+
 /* Subscription filters with one '+' level standing for the client id. */
 static const char *check_level_topic(void *field)
 {
@@ -275,6 +310,13 @@ static const struct gw_config_name auth_schemes[] = {
         {NULL, 0},
 };
 
+/* An MCP server takes no HMAC: its clients authenticate with a token. */
+static const struct gw_config_name mcp_auth_schemes[] = {
+    {"none", GW_AUTH_NONE},
+    {"bearer", GW_AUTH_BEARER},
+    {NULL, 0},
+};
+
 static const struct gw_config_name log_levels[] = {
 #define XX(level, text) {text, GW_LOG_##level},
     GW_LOG_LEVEL_MAP(XX)
@@ -412,8 +454,62 @@ static const struct gw_config_key mcp_keys[] = {
     KEY_INT("session_idle_timeout_ms", MCP(session_idle_timeout_ms),
             GW_CF_RELOAD, 1800000, 1000, 86400000),
     KEY_INT("max_sessions", MCP(max_sessions), GW_CF_RELOAD, 256, 1, 100000),
+    /* Each of a device's tools, resources, templates, prompts lists. */
+    KEY_INT("max_list_items", MCP(max_list_items), GW_CF_RELOAD, 128, 1, 4096),
+    /* The sum of text / blob lengths of one resources/read answer. */
+    KEY_INT("max_resource_bytes", MCP(max_resource_bytes), GW_CF_RELOAD,
+            1048576, 1024, 67108864),
+    KEY_INT("task_result_timeout_ms", MCP(task_result_timeout_ms), GW_CF_RELOAD,
+            300000, 100, 86400000),
+    /* sampling, elicitation, roots requests of one device waiting at once */
+    KEY_INT("max_device_requests", MCP(max_device_requests), GW_CF_RELOAD, 4, 1,
+            1024),
+    KEY_INT("device_request_timeout_ms", MCP(device_request_timeout_ms),
+            GW_CF_RELOAD, 60000, 100, 3600000),
+    /* Requests of one device to the MCP servers of mcp_servers at once. */
+    KEY_INT("outbound_max_pending", MCP(outbound_max_pending), GW_CF_RELOAD, 8,
+            1, 1024),
+    /* A larger answer is cut off and refused; a device reads 8192 bytes. */
+    KEY_INT("outbound_max_response_bytes", MCP(outbound_max_response_bytes),
+            GW_CF_RELOAD, 1048576, 1024, 67108864),
+    KEY_INT("outbound_session_idle_ms", MCP(outbound_session_idle_ms),
+            GW_CF_RELOAD, 600000, 1000, 86400000),
 };
 static const struct gw_config_table mcp_table = TABLE("mcp", mcp_keys, 0);
+
+#define MSA(m) AT(struct gw_mcp_server_config, auth, m)
+static const struct gw_config_key mcp_server_auth_keys[] = {
+    KEY_ENUM("scheme", MSA(scheme), GW_CF_RELOAD, GW_AUTH_NONE,
+             mcp_auth_schemes),
+    KEY_STR("token", MSA(token), GW_CF_RELOAD | GW_CF_SECRET, "",
+            check_header_value),
+};
+static const struct gw_config_table mcp_server_auth_table =
+    TABLE("mcp server auth", mcp_server_auth_keys, 0);
+
+/* Matched like a route's match: empty lists allow every device. */
+#define MSL(m) AT(struct gw_mcp_server_config, allow, m)
+static const struct gw_config_key mcp_server_allow_keys[] = {
+    KEY_STRS("groups", MSL(groups), MSL(n_groups), GW_CF_RELOAD, 0, 4096,
+             check_group),
+    KEY_STRS("macs", MSL(macs), MSL(n_macs), GW_CF_RELOAD, 0, 4096, check_mac),
+    KEY_STRS("client_ids", MSL(client_ids), MSL(n_client_ids), GW_CF_RELOAD, 0,
+             4096, check_client_id),
+};
+static const struct gw_config_table mcp_server_allow_table =
+    TABLE("mcp server allow", mcp_server_allow_keys, 0);
+
+#define MS(m) offsetof(struct gw_mcp_server_config, m)
+static const struct gw_config_key mcp_server_keys[] = {
+    KEY_STR("name", MS(name), GW_CF_REQUIRED, NULL, check_name),
+    KEY_STR("url", MS(url), GW_CF_REQUIRED, NULL, check_http_url),
+    KEY_OBJ("auth", MS(auth), &mcp_server_auth_table),
+    KEY_STR("ca_file", MS(ca_file), GW_CF_RELOAD, "", NULL),
+    KEY_INT("timeout_ms", MS(timeout_ms), GW_CF_RELOAD, 30000, 100, 600000),
+    KEY_OBJ("allow", MS(allow), &mcp_server_allow_table),
+};
+static const struct gw_config_table mcp_server_table =
+    TABLE("mcp server", mcp_server_keys, sizeof(struct gw_mcp_server_config));
 
 #define LIM(m) AT(struct gw_config, limits, m)
 static const struct gw_config_key limits_keys[] = {
@@ -464,6 +560,8 @@ static const struct gw_config_key top_keys[] = {
               &route_table),
     KEY_OBJ("http", TOP(http), &http_table),
     KEY_OBJ("mcp", TOP(mcp), &mcp_table),
+    KEY_ARRAY("mcp_servers", TOP(mcp_servers), TOP(n_mcp_servers), GW_CF_RELOAD,
+              0, 256, &mcp_server_table),
     KEY_OBJ("limits", TOP(limits), &limits_table),
     KEY_OBJ("log", TOP(log), &log_table),
 };

@@ -260,6 +260,9 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
     }
     if (env.kind == GW_MSG_HELLO) {
         on_device_hello(d, client_id, &id, &env, subject);
+    } else if (env.kind == GW_MSG_MCP && d->outbound != NULL &&
+               gw_mcp_outbound_on_device(d->outbound, client_id, &env)) {
+        /* addressed to an MCP server by "endpoint": answered there */
     } else if (env.kind == GW_MSG_MCP &&
                gw_device_on_mcp(d->devices, client_id, &env)) {
         /* an answer on the device's MCP link, delivered (or dropped) */

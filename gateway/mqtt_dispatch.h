@@ -18,6 +18,7 @@
 #include "gateway/config_hold.h"
 #include "gateway/counters.h"
 #include "gateway/device_table.h"
+#include "gateway/mcp_outbound.h"
 #include "gateway/publish.h"
 #include "gateway/session.h"
 
@@ -27,6 +28,8 @@ struct gw_mqtt_dispatch {
     struct gw_sessions *sessions;
     struct gw_publisher *pub;
     struct gw_counters *counters;
+    /* MCP addressed to a server by "endpoint", or NULL */
+    struct gw_mcp_outbound *outbound;
     bool stopping; /* shutdown: hellos are refused */
     /* Set up on first use, freed by gw_mqtt_dispatch_close: */
     bool limits_ready;

@@ -17,6 +17,7 @@ packages=(
     clang libclang-rt-14-dev clang-format
     libuv1-dev libmosquitto-dev libcjson-dev libssl-dev openssl libopus-dev
     libwebsockets-dev libwebsockets-evlib-uv libcmocka-dev uthash-dev
+    libcurl4-openssl-dev
     mosquitto mosquitto-clients mosquitto-dev jq curl
 )
 

@@ -111,6 +111,17 @@ static void test_multi_backend_routes(void **state)
     assert_string_equal(cfg->mqtt.client_id, "hybridgw-gw-edge-2");
     assert_int_equal(cfg->log.level, GW_LOG_DEBUG);
     assert_int_equal(cfg->log.format, GW_LOG_JSON);
+    assert_int_equal(cfg->n_mcp_servers, 2);
+    assert_string_equal(cfg->mcp_servers[0].name, "tools");
+    assert_int_equal(cfg->mcp_servers[0].auth.scheme, GW_AUTH_BEARER);
+    assert_string_equal(cfg->mcp_servers[0].auth.token, "tools-token");
+    assert_int_equal(cfg->mcp_servers[0].timeout_ms, 20000);
+    assert_int_equal(cfg->mcp_servers[0].allow.n_groups, 1);
+    assert_string_equal(cfg->mcp_servers[0].allow.macs[0],
+                        "a0:85:e3:f4:49:35"); /* lowercased */
+    assert_int_equal(cfg->mcp_servers[1].auth.scheme, GW_AUTH_NONE);
+    assert_int_equal(cfg->mcp_servers[1].timeout_ms, 30000);
+    assert_int_equal(cfg->mcp_servers[1].allow.n_client_ids, 0);
     gw_config_destroy(cfg);
 }
 
@@ -155,6 +166,15 @@ static void test_defaults(void **state)
     assert_false(cfg->mcp.expose_user_tools);
     assert_int_equal(cfg->mcp.session_idle_timeout_ms, 1800000);
     assert_int_equal(cfg->mcp.max_sessions, 256);
+    assert_int_equal(cfg->mcp.max_list_items, 128);
+    assert_int_equal(cfg->mcp.max_resource_bytes, 1048576);
+    assert_int_equal(cfg->mcp.task_result_timeout_ms, 300000);
+    assert_int_equal(cfg->mcp.max_device_requests, 4);
+    assert_int_equal(cfg->mcp.device_request_timeout_ms, 60000);
+    assert_int_equal(cfg->mcp.outbound_max_pending, 8);
+    assert_int_equal(cfg->mcp.outbound_max_response_bytes, 1048576);
+    assert_int_equal(cfg->mcp.outbound_session_idle_ms, 600000);
+    assert_int_equal(cfg->n_mcp_servers, 0);
     assert_int_equal(cfg->limits.max_sessions, 10000);
     assert_int_equal(cfg->limits.backend_hello_timeout_ms, 5000);
     assert_int_equal(cfg->limits.udp_idle_timeout_ms, 120000);
@@ -393,6 +413,61 @@ static const struct bad_case bad_cases[] = {
      NULL},
     {"{" BACKEND ",\"mcp\":{\"max_tool\":10}}", 0,
      "mcp.max_tool: unknown key (did you mean 'max_tools'?)", NULL},
+    {"{" BACKEND ",\"mcp\":{\"max_list_items\":0}}", 0, "mcp.max_list_items",
+     NULL},
+    {"{" BACKEND ",\"mcp\":{\"max_resource_bytes\":10}}", 0,
+     "mcp.max_resource_bytes", NULL},
+    {"{" BACKEND ",\"mcp\":{\"task_result_timeout_ms\":1}}", 0,
+     "mcp.task_result_timeout_ms", NULL},
+    {"{" BACKEND ",\"mcp\":{\"max_device_requests\":0}}", 0,
+     "mcp.max_device_requests", NULL},
+    {"{" BACKEND ",\"mcp\":{\"device_request_timeout_ms\":-1}}", 0,
+     "mcp.device_request_timeout_ms", NULL},
+    {"{" BACKEND ",\"mcp\":{\"outbound_max_pending\":0}}", 0,
+     "mcp.outbound_max_pending", NULL},
+    {"{" BACKEND ",\"mcp\":{\"outbound_max_response_bytes\":5}}", 0,
+     "mcp.outbound_max_response_bytes", NULL},
+    {"{" BACKEND ",\"mcp\":{\"outbound_session_idle_ms\":\"x\"}}", 0,
+     "mcp.outbound_session_idle_ms", NULL},
+    /* mcp_servers */
+    {"{" BACKEND ",\"mcp_servers\":[{\"url\":\"http://h/mcp\"}]}", 0,
+     "mcp_servers[0].name: missing (required in a mcp server)", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\"}]}", 0,
+     "mcp_servers[0].url: missing (required in a mcp server)", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"a b\",\"url\":\"http://h\"}]}",
+     0, "mcp_servers[0].name: may contain only letters", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\",\"url\":\"ws://h\"}]}", 0,
+     "mcp_servers[0].url: scheme must be http:// or https://", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\",\"url\":\"https://\"}]}", 0,
+     "mcp_servers[0].url: has no host", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\",\"url\":\"http://h\"},"
+     "{\"name\":\"t\",\"url\":\"http://g\"}]}",
+     0,
+     "mcp_servers[1].name: duplicate MCP server name 't' (as in "
+     "mcp_servers[0])",
+     NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\",\"url\":\"http://h\","
+     "\"auth\":{\"scheme\":\"bearer\"}}]}",
+     0, "mcp_servers[0].auth.token: required when the scheme is bearer", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\",\"url\":\"http://h\","
+     "\"auth\":{\"scheme\":\"xiaozhi-hmac\"}}]}",
+     0, "mcp_servers[0].auth.scheme", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\",\"url\":\"http://h\","
+     "\"auth\":{\"scheme\":\"bearer\",\"token\":\"a\\r\\nX-Evil: 1\"}}]}",
+     0, "mcp_servers[0].auth.token: must not contain control characters", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\",\"url\":\"http://h\","
+     "\"timeout_ms\":5}]}",
+     0, "mcp_servers[0].timeout_ms", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\",\"url\":\"https://h\","
+     "\"ca_file\":\"/nonexistent/ca.pem\"}]}",
+     0, "mcp_servers[0].ca_file: cannot read '/nonexistent/ca.pem'", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\",\"url\":\"http://h\","
+     "\"allow\":{\"macs\":[\"zz\"]}}]}",
+     0, "mcp_servers[0].allow.macs[0]: is not a MAC address", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\",\"url\":\"http://h\","
+     "\"allow\":{\"group\":[]}}]}",
+     0, "mcp_servers[0].allow.group: unknown key (did you mean 'groups'?)",
+     NULL},
     /* tls files are checked only when tls is on */
     {"{" BACKEND ",\"mqtt\":{\"tls\":{\"enabled\":true,"
      "\"ca_file\":\"/nonexistent/ca.pem\"}}}",
