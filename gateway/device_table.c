@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "codec/jsonrpc.h"
+#include "codec/mcp_caps.h"
 #include "codec/mcp_tools.h"
 #include "common/assert.h"
 #include "common/log.h"
@@ -37,22 +38,27 @@ static void subject_of(const char *client_id, char *out, size_t cap)
     snprintf(out, cap, "dev=%s", client_id);
 }
 
-static void changed(struct gw_device_table *t, const struct gw_device *d)
+static void changed(struct gw_device_table *t, const struct gw_device *d,
+                    unsigned what)
 {
     if (t->on_changed != NULL && !t->closing) {
-        t->on_changed(t->on_changed_arg, d);
+        t->on_changed(t->on_changed_arg, d, what);
     }
 }
 
 /* Discovery finished or failed for the device that holds disc. */
-static void on_tools_changed(void *arg, struct gw_mcp_discovery *disc)
+static void on_tools_changed(void *arg, struct gw_mcp_discovery *disc,
+                             unsigned what)
 {
     struct gw_device *d = GW_CONTAINER_OF(disc, struct gw_device, discovery);
 
     /* A device going offline ends its discovery on the way: listeners
      * hear of that once, from record_gone. */
     if (d->state != GW_DEVICE_GONE) {
-        changed(arg, d);
+        changed(arg, d, what);
+        if (d->catalog.known) {
+            gw_mcp_peers_device_ready(arg, d);
+        }
     }
 }
 
@@ -65,6 +71,7 @@ static void record_free(struct gw_device *d)
     GW_ASSERT(d->link.n_pending == 0);
     gw_list_unlink(&d->reap_node);
     gw_tool_cache_clear(&d->tools);
+    gw_mcp_catalog_clear(&d->catalog);
     cJSON_Delete(d->discovery.acc);
     free(d);
 }
@@ -96,6 +103,7 @@ void gw_device_table_init(struct gw_device_table *t, uv_loop_t *loop,
     t->loop = loop;
     t->config = config;
     gw_list_init(&t->reap);
+    gw_list_init(&t->all_devices_peers);
     uv_idle_init(loop, &t->reaper);
     t->reaper.data = t;
     gw_mcp_links_init(&t->links, loop, pub, config);
@@ -108,6 +116,13 @@ void gw_device_table_set_listener(struct gw_device_table *t,
 {
     t->on_changed = cb;
     t->on_changed_arg = arg;
+}
+
+void gw_device_table_set_request_handler(struct gw_device_table *t,
+                                         gw_device_request_cb cb, void *arg)
+{
+    t->on_request = cb;
+    t->on_request_arg = arg;
 }
 
 struct gw_device *gw_device_find(const struct gw_device_table *t,
@@ -176,8 +191,11 @@ static struct gw_device *record_add(struct gw_device_table *t,
     d->presence.since_ms = uv_now(t->loop);
     gw_list_init(&d->reap_node);
     gw_tool_cache_init(&d->tools);
+    gw_mcp_catalog_init(&d->catalog);
+    gw_mcp_interests_init(&d->interests);
     gw_mcp_link_open(&d->link, &t->links, d->client_id);
-    gw_mcp_discovery_init(&d->discovery, &t->discoverer, &d->link, &d->tools);
+    gw_mcp_discovery_init(&d->discovery, &t->discoverer, &d->link, &d->tools,
+                          &d->catalog);
     HASH_ADD_STR(t->by_id, client_id, d);
     if (!GW_HASH_ADDED(d, hh)) {
         free(d);
@@ -223,8 +241,9 @@ static void record_gone(struct gw_device *d, enum gw_mcp_outcome why)
         uv_idle_start(&t->reaper, on_reap);
     }
     gw_mcp_discovery_cancel(&d->discovery);
+    gw_mcp_interests_clear(&d->interests);
     gw_mcp_link_close(&d->link, why);
-    changed(t, d); /* state GONE: listeners drop it */
+    changed(t, d, GW_DEVICE_CHANGED_PRESENCE); /* GONE: listeners drop it */
 }
 
 /* ---- presence ---- */
@@ -341,7 +360,7 @@ int gw_device_on_presence(struct gw_device_table *t, const char *client_id,
     }
     discover_if_needed(d);
     if (!was_online && d->session == NULL) {
-        changed(t, d);
+        changed(t, d, GW_DEVICE_CHANGED_PRESENCE);
     }
     return !was_online ? GW_PRESENCE_ARRIVED
            : newer     ? GW_PRESENCE_RETURNED
@@ -375,7 +394,7 @@ int gw_device_attach_session(struct gw_device_table *t, const char *client_id,
     /* Also the start of the MCP link where no presence comes. */
     discover_if_needed(d);
     if (!was_online) {
-        changed(t, d);
+        changed(t, d, GW_DEVICE_CHANGED_PRESENCE);
     }
     *out = d;
     return 0;
@@ -425,6 +444,81 @@ int gw_device_refresh(struct gw_device_table *t, const char *client_id)
     return 0;
 }
 
+/* Answers a request of the device's own with a gateway error. */
+static void respond_error(struct gw_device *d, const struct gw_rpc *rpc,
+                          int code, const char *message)
+{
+    cJSON *err = cJSON_CreateObject();
+
+    if (err == NULL || cJSON_AddNumberToObject(err, "code", code) == NULL ||
+        cJSON_AddStringToObject(err, "message", message) == NULL) {
+        cJSON_Delete(err);
+        return;
+    }
+    (void)gw_mcp_link_respond(&d->link, rpc->id, NULL, err);
+}
+
+/* A request of the device's own: true when the gateway answered it. */
+static bool device_request(struct gw_device_table *t, struct gw_device *d,
+                           const struct gw_rpc *rpc, const char *subject)
+{
+    unsigned need = gw_mcp_method_client_cap(rpc->method);
+    char text[96];
+
+    if (strcmp(rpc->method, "ping") == 0) {
+        (void)gw_mcp_link_respond(&d->link, rpc->id, cJSON_CreateObject(),
+                                  NULL);
+        return true;
+    }
+    if (need == 0) {
+        return false; /* the backend's to answer, as ever */
+    }
+    if (t->on_request != NULL && t->on_request(t->on_request_arg, d, rpc)) {
+        return true;
+    }
+    snprintf(text, sizeof(text), "no MCP client of this device declared %s",
+             gw_mcp_client_cap_name(need));
+    gw_log(GW_LOG_INFO, subject, "%s refused: %s", rpc->method, text);
+    respond_error(d, rpc, GW_RPC_NO_CLIENT, text);
+    return true;
+}
+
+/* A notification of the device: true when consumed here. */
+static bool device_notification(struct gw_device_table *t, struct gw_device *d,
+                                const struct gw_rpc *rpc, const char *subject)
+{
+    const char *m = rpc->method;
+
+    int kind = strcmp(m, "notifications/tools/list_changed") == 0 ? -1
+               : strcmp(m, "notifications/resources/list_changed") == 0
+                   ? GW_MCP_LIST_RESOURCES
+               : strcmp(m, "notifications/prompts/list_changed") == 0
+                   ? GW_MCP_LIST_PROMPTS
+                   : -2;
+
+    if (kind != -2) {
+        t->links.stats.list_changed++;
+        gw_log(GW_LOG_INFO, subject, "%s: reading the lists again",
+               m + sizeof("notifications/") - 1);
+        gw_mcp_discovery_list_changed(&d->discovery, kind);
+        return false; /* the backend may want it too */
+    }
+    if (strcmp(m, "notifications/progress") == 0) {
+        if (!gw_mcp_link_on_progress(&d->link, rpc)) {
+            t->links.stats.unsolicited++;
+            GW_LOG(GW_LOG_DEBUG, subject, "progress for no request: dropped");
+        }
+        return true;
+    }
+    if (strcmp(m, "notifications/cancelled") == 0) {
+        /* A request of its own it withdraws: the MCP client's, or else
+         * the backend's to hear. */
+        return t->on_request != NULL &&
+               t->on_request(t->on_request_arg, d, rpc);
+    }
+    return gw_mcp_peers_on_notification(t, d, rpc);
+}
+
 bool gw_device_on_mcp(struct gw_device_table *t, const char *client_id,
                       const struct gw_envelope *env)
 {
@@ -449,15 +543,12 @@ bool gw_device_on_mcp(struct gw_device_table *t, const char *client_id,
         }
         return true;
     }
-    if (rpc.kind == GW_RPC_NOTIFICATION &&
-        strcmp(rpc.method, "notifications/tools/list_changed") == 0) {
-        t->links.stats.list_changed++;
-        if (d != NULL) {
-            gw_log(GW_LOG_INFO, subject, "tools changed: reading them again");
-            gw_mcp_discovery_start(&d->discovery);
-        }
+    if (d == NULL) {
+        return false;
     }
-    return false; /* the backend may want it too */
+    return rpc.kind == GW_RPC_REQUEST
+               ? device_request(t, d, &rpc, subject)
+               : device_notification(t, d, &rpc, subject);
 }
 
 /* ---- shutdown ---- */

@@ -27,8 +27,10 @@
 #include "common/hash.h"
 #include "common/list.h"
 #include "gateway/config_hold.h"
+#include "gateway/mcp_catalog.h"
 #include "gateway/mcp_discovery.h"
 #include "gateway/mcp_link.h"
+#include "gateway/mcp_peers.h"
 #include "gateway/publish.h"
 #include "gateway/tool_cache.h"
 
@@ -83,11 +85,25 @@ struct gw_device {
     struct gw_session *session; /* the live conversation (not owned) */
     struct gw_mcp_link link;
     struct gw_tool_cache tools;
+    struct gw_mcp_catalog catalog;     /* capabilities, resources, prompts */
+    struct gw_mcp_interests interests; /* its peers' subscriptions... */
     struct gw_mcp_discovery discovery;
 };
 
-/* Told when a device comes online, goes offline or its tools change. */
-typedef void (*gw_device_changed_cb)(void *arg, const struct gw_device *dev);
+/* Told when a device comes online, goes offline or a list of it changes
+ * (what: GW_DEVICE_CHANGED_* bits of mcp_catalog.h). */
+typedef void (*gw_device_changed_cb)(void *arg, const struct gw_device *dev,
+                                     unsigned what);
+
+/*
+ * A request the device sends to its client (sampling/createMessage,
+ * elicitation/create, roots/list), or the device's notifications/cancelled
+ * (which may withdraw one). Returns true when it was taken: a request is
+ * then answered (to the device, through gw_mcp_link_respond) exactly
+ * once, later or at once.
+ */
+typedef bool (*gw_device_request_cb)(void *arg, struct gw_device *dev,
+                                     const struct gw_rpc *rpc);
 
 /* A device the broker last said is offline, while it has no record. */
 struct gw_device_offline;
@@ -106,6 +122,9 @@ struct gw_device_table {
     struct gw_mcp_discoverer discoverer;
     gw_device_changed_cb on_changed;
     void *on_changed_arg;
+    gw_device_request_cb on_request;
+    void *on_request_arg;
+    struct gw_list all_devices_peers; /* mcp_peers.c: peers with a level */
     bool closing;
     void (*close_cb)(struct gw_device_table *t, void *arg);
     void *close_arg;
@@ -126,6 +145,10 @@ void gw_device_table_close(struct gw_device_table *t,
 /* The one listener (the MCP server); NULL to unregister. */
 void gw_device_table_set_listener(struct gw_device_table *t,
                                   gw_device_changed_cb cb, void *arg);
+/* Who takes device-initiated requests (the MCP server); NULL to
+ * unregister: the device then gets -32006 for each at once. */
+void gw_device_table_set_request_handler(struct gw_device_table *t,
+                                         gw_device_request_cb cb, void *arg);
 
 const char *gw_device_state_name(enum gw_device_state state);
 const char *gw_presence_change_name(enum gw_presence_change change);

@@ -295,6 +295,30 @@ static bool daily_token_ok(const struct gw_config *cfg, struct gw_http_req *req)
 
 /* ---- devices ----------------------------------------------------------- */
 
+/* What the device's initialize said, and the sizes of its lists. */
+static void add_catalog(cJSON *mcp, const struct gw_mcp_catalog *c)
+{
+    cJSON *server = cJSON_AddObjectToObject(mcp, "server");
+    cJSON *caps = cJSON_AddArrayToObject(mcp, "capabilities");
+
+    cJSON_AddStringToObject(server, "name", c->info.name);
+    cJSON_AddStringToObject(server, "version", c->info.server_ver);
+    cJSON_AddStringToObject(server, "protocol", c->info.version);
+    for (unsigned bit = 1; bit <= GW_MCP_CAPS_ALL; bit <<= 1) {
+        if (c->info.caps & bit) {
+            cJSON_AddItemToArray(caps,
+                                 cJSON_CreateString(gw_mcp_cap_name(bit)));
+        }
+    }
+    for (int k = 0; k < GW_MCP_LIST_COUNT_; k++) {
+        const struct gw_mcp_list *l = &c->lists[k];
+        if (l->state != GW_TOOL_LIST_NONE) {
+            cJSON_AddNumberToObject(mcp, gw_mcp_list_member(k),
+                                    cJSON_GetArraySize(l->items));
+        }
+    }
+}
+
 static cJSON *device_json(const struct gw_device *dev)
 {
     const struct gw_session *s = dev->session;
@@ -327,6 +351,9 @@ static cJSON *device_json(const struct gw_device *dev)
     cJSON_AddBoolToObject(mcp, "complete", gw_tool_cache_complete(&dev->tools));
     cJSON_AddStringToObject(mcp, "list",
                             gw_tool_list_state_name(dev->tools.state));
+    if (dev->catalog.known) {
+        add_catalog(mcp, &dev->catalog);
+    }
     cJSON_AddItemToObject(o, "mcp", mcp);
     return o;
 }
@@ -531,6 +558,15 @@ static void command_send(struct gw_http_api *api, struct command *cmd,
     const struct gw_config *cfg = gw_config_live_get(api->env.config);
     char why[256];
 
+    if (dev != NULL && !gw_mcp_catalog_allows(&dev->catalog, client_id, method,
+                                              why, sizeof(why))) {
+        gw_log(GW_LOG_WARN, SUBJECT, "%s for %s refused: %s", method, client_id,
+               why);
+        cJSON_Delete(params);
+        gw_mcp_refuse(&devs->links, GW_MCP_FROM_API, GW_RPC_METHOD_NOT_FOUND,
+                      why, on_command_reply, cmd, &cmd->handle);
+        return;
+    }
     if (dev != NULL && strcmp(method, "tools/call") == 0 &&
         !gw_tool_cache_may_call(
             &dev->tools, GW_TOOLS_FOR_OPERATOR,

@@ -92,9 +92,30 @@ static int start_mqtt(struct gw_instance *inst)
     return rc;
 }
 
-static void on_device_changed(void *arg, const struct gw_device *dev)
+static void on_device_changed(void *arg, const struct gw_device *dev,
+                              unsigned what)
 {
-    gw_mcp_server_device_changed(arg, dev);
+    struct gw_instance *inst = arg;
+
+    if (inst->mcp_server != NULL) {
+        gw_mcp_server_device_changed(inst->mcp_server, dev, what);
+    }
+    /* Offline however it went (the broker's word, or the end of the
+     * session that held it on a broker without presence): its sessions
+     * with MCP servers end. */
+    if (dev->state == GW_DEVICE_GONE && inst->outbound != NULL) {
+        gw_mcp_outbound_device_gone(inst->outbound, dev->client_id);
+    }
+}
+
+/* Without the MCP server nobody takes them: the device hears -32006. */
+static bool on_device_request(void *arg, struct gw_device *dev,
+                              const struct gw_rpc *rpc)
+{
+    struct gw_instance *inst = arg;
+
+    return inst->mcp_server != NULL &&
+           gw_mcp_server_device_request(inst->mcp_server, dev, rpc);
 }
 
 static struct gw_metrics_sources metrics_sources(struct gw_instance *inst)
@@ -109,6 +130,7 @@ static struct gw_metrics_sources metrics_sources(struct gw_instance *inst)
         .udp = inst->udp,
         .bws = inst->bws,
         .mcp_server = inst->mcp_server,
+        .outbound = inst->outbound,
     };
     return src;
 }
@@ -133,8 +155,6 @@ static int start_http(struct gw_instance *inst)
                gw_strerror(rc));
         return rc;
     }
-    gw_device_table_set_listener(&inst->devices, on_device_changed,
-                                 inst->mcp_server);
     struct gw_http_api_env aenv = {
         .loop = inst->loop,
         .config = &inst->config,
@@ -202,6 +222,22 @@ static int start_parts(struct gw_instance *inst)
         .pub = &inst->pub,
         .counters = &inst->counters,
     };
+    struct gw_mcp_outbound_env oenv = {
+        .loop = inst->loop,
+        .config = &inst->config,
+        .pub = &inst->pub,
+        .devices = &inst->devices,
+    };
+    rc = gw_mcp_outbound_init(&oenv, &inst->outbound);
+    if (rc != 0) {
+        gw_log(GW_LOG_ERROR, "mcp-out", "cannot start the MCP client: %s",
+               gw_strerror(rc));
+        return rc;
+    }
+    inst->dispatch.outbound = inst->outbound;
+    gw_device_table_set_listener(&inst->devices, on_device_changed, inst);
+    gw_device_table_set_request_handler(&inst->devices, on_device_request,
+                                        inst);
     rc = start_mqtt(inst);
     if (rc != 0) {
         gw_log(GW_LOG_ERROR, "mqtt", "cannot start the broker link: %s",
@@ -299,6 +335,12 @@ static void on_mcp_server_closed(struct gw_mcp_server *srv, void *arg)
     on_part_closed(arg);
 }
 
+static void on_outbound_closed(struct gw_mcp_outbound *ob, void *arg)
+{
+    (void)ob;
+    on_part_closed(arg);
+}
+
 static void on_devices_closed(struct gw_device_table *t, void *arg)
 {
     (void)t;
@@ -326,8 +368,8 @@ static void close_parts(struct gw_instance *inst)
     /* The drain timer and the device table always close; the other parts
      * when they started; one more holds until every close is started. */
     inst->parts_open = 2 + (inst->api != NULL) + (inst->mcp_server != NULL) +
-                       (inst->bws != NULL) + (inst->udp != NULL) +
-                       (inst->mqtt != NULL) + 1;
+                       (inst->outbound != NULL) + (inst->bws != NULL) +
+                       (inst->udp != NULL) + (inst->mqtt != NULL) + 1;
     uv_timer_stop(&inst->drain_timer);
     uv_close((uv_handle_t *)&inst->drain_timer, on_drain_closed);
     /* HTTP first: its waiting requests let go of their device calls,
@@ -335,9 +377,16 @@ static void close_parts(struct gw_instance *inst)
     if (inst->api != NULL) {
         gw_http_api_close(inst->api, on_api_closed, inst);
     }
+    gw_device_table_set_listener(&inst->devices, NULL, NULL);
+    gw_device_table_set_request_handler(&inst->devices, NULL, NULL);
     if (inst->mcp_server != NULL) {
-        gw_device_table_set_listener(&inst->devices, NULL, NULL);
         gw_mcp_server_close(inst->mcp_server, on_mcp_server_closed, inst);
+    }
+    /* Devices' requests to MCP servers end (-32004) while the broker is
+     * still there to carry the answers. */
+    if (inst->outbound != NULL) {
+        inst->dispatch.outbound = NULL;
+        gw_mcp_outbound_close(inst->outbound, on_outbound_closed, inst);
     }
     gw_device_table_close(&inst->devices, on_devices_closed, inst);
     /* Backends first: sessions still waiting for a close get it now. */

@@ -20,6 +20,7 @@
 #include "gateway/counters.h"
 #include "gateway/device_table.h"
 #include "gateway/http_api.h"
+#include "gateway/mcp_outbound.h"
 #include "gateway/mcp_server.h"
 #include "gateway/mqtt_dispatch.h"
 #include "gateway/publish.h"
@@ -38,6 +39,7 @@ struct gw_instance {
     struct gw_sessions sessions;
     struct gw_mqtt_dispatch dispatch;
     struct gw_mcp_server *mcp_server; /* NULL when http.port is 0 */
+    struct gw_mcp_outbound *outbound; /* devices to MCP servers */
     struct gw_http_api *api;          /* NULL when http.port is 0 */
     uint64_t started_ms;              /* loop time at init, for uptime */
     uv_timer_t drain_timer;           /* bounds the shutdown drain */

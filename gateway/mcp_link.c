@@ -12,6 +12,7 @@
 
 #include <openssl/rand.h>
 
+#include "codec/mcp_items.h"
 #include "common/assert.h"
 #include "common/log.h"
 
@@ -32,6 +33,11 @@ struct gw_mcp_request {
     enum gw_mcp_outcome fail; /* what the timer means */
     int refuse_code;          /* GW_MCP_REFUSED: the caller's error */
     char *refuse_text;
+    cJSON *answer;                  /* gw_mcp_answer's result */
+    cJSON *progress_token;          /* the origin's own, when it hears */
+    gw_mcp_progress_cb on_progress; /* progress */
+    void (*on_end)(void *end_arg, enum gw_mcp_outcome outcome);
+    void *end_arg;
     bool is_call; /* tools/call: one at a time */
     bool sent;
     bool done;
@@ -135,6 +141,8 @@ static void on_request_closed(uv_handle_t *handle)
     struct gw_mcp_request *p = handle->data;
 
     cJSON_Delete(p->msg);
+    cJSON_Delete(p->answer);
+    cJSON_Delete(p->progress_token);
     free(p->refuse_text);
     free(p);
 }
@@ -205,6 +213,9 @@ static void finish(struct gw_mcp_request *p, enum gw_mcp_outcome outcome,
     uv_timer_stop(&p->timer);
     uv_close((uv_handle_t *)&p->timer, on_request_closed);
     record_stats(links, p, p->cb != NULL ? outcome : GW_MCP_CANCELLED);
+    if (p->on_end != NULL) {
+        p->on_end(p->end_arg, outcome);
+    }
     if (p->cb != NULL) {
         struct gw_mcp_reply reply = {outcome, result, error};
         gw_mcp_reply_cb cb = p->cb;
@@ -270,6 +281,10 @@ static void on_request_timer(uv_timer_t *timer)
             /* Devices ignore notifications today; the spec asks for it. */
             send_cancelled(p->link, p->dev_id, "timed out");
         }
+    }
+    if (p->fail == GW_MCP_OK) {
+        finish(p, GW_MCP_OK, p->answer, NULL);
+        return;
     }
     fail(p, p->fail);
 }
@@ -411,12 +426,57 @@ static void reply_oom(struct gw_mcp_links *links, gw_mcp_reply_cb cb, void *arg)
     uv_timer_start(&o->timer, on_oom_timer, 0, 0);
 }
 
+/*
+ * The origin's _meta.progressToken: kept on p and replaced by the
+ * request's own id when the origin hears progress, taken out otherwise.
+ * Device ids are unique on the link while pending, so the device's
+ * progress finds its request by token alone, whoever asked.
+ */
+static void map_progress_token(struct gw_mcp_request *p, cJSON *params,
+                               const struct gw_mcp_opts *opts)
+{
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
+    cJSON *tok = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
+    cJSON *mine;
+
+    if (tok == NULL) {
+        return;
+    }
+    if (opts == NULL || opts->on_progress == NULL ||
+        !gw_mcp_progress_token_valid(tok) ||
+        (p->progress_token = cJSON_Duplicate(tok, 1)) == NULL ||
+        (mine = cJSON_CreateNumber(p->dev_id)) == NULL) {
+        cJSON_Delete(p->progress_token);
+        p->progress_token = NULL;
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "progressToken");
+        if (cJSON_GetArraySize(meta) == 0) {
+            cJSON_DeleteItemFromObjectCaseSensitive(params, "_meta");
+        }
+        return;
+    }
+    cJSON_ReplaceItemInObjectCaseSensitive(meta, "progressToken", mine);
+    p->on_progress = opts->on_progress;
+}
+
 void gw_mcp_request(struct gw_mcp_links *links, struct gw_mcp_link *link,
                     const char *method, cJSON *params, uint32_t timeout_ms,
                     enum gw_mcp_origin origin, gw_mcp_reply_cb cb, void *arg,
                     uint64_t *handle)
 {
+    struct gw_mcp_opts opts = {.timeout_ms = timeout_ms};
+
+    gw_mcp_request_with(links, link, method, params, &opts, origin, cb, arg,
+                        handle);
+}
+
+void gw_mcp_request_with(struct gw_mcp_links *links, struct gw_mcp_link *link,
+                         const char *method, cJSON *params,
+                         const struct gw_mcp_opts *opts,
+                         enum gw_mcp_origin origin, gw_mcp_reply_cb cb,
+                         void *arg, uint64_t *handle)
+{
     const struct gw_config *cfg = gw_config_live_get(links->config);
+    uint32_t timeout_ms = opts != NULL ? opts->timeout_ms : 0;
     struct gw_mcp_request *p = request_new(links, origin, cb, arg, handle);
 
     if (p == NULL) {
@@ -424,10 +484,17 @@ void gw_mcp_request(struct gw_mcp_links *links, struct gw_mcp_link *link,
         if (handle != NULL) {
             *handle = 0;
         }
+        if (opts != NULL && opts->on_end != NULL) {
+            opts->on_end(opts->end_arg, GW_MCP_CANCELLED);
+        }
         reply_oom(links, cb, arg);
         return;
     }
     p->is_call = strcmp(method, "tools/call") == 0;
+    if (opts != NULL) {
+        p->on_end = opts->on_end;
+        p->end_arg = opts->end_arg;
+    }
     if (links->closed) {
         cJSON_Delete(params);
         fail_soon(p, GW_MCP_CANCELLED);
@@ -444,6 +511,9 @@ void gw_mcp_request(struct gw_mcp_links *links, struct gw_mcp_link *link,
         return;
     }
     uint32_t id = next_device_id(link);
+    p->dev_id = id;
+    map_progress_token(p, params, opts);
+    p->dev_id = 0;
     p->msg = gw_rpc_request(id, method, params);
     if (p->msg == NULL) {
         fail_soon(p, GW_MCP_CANCELLED);
@@ -469,6 +539,21 @@ void gw_mcp_request(struct gw_mcp_links *links, struct gw_mcp_link *link,
     } else {
         send_now(link, p);
     }
+}
+
+void gw_mcp_answer(struct gw_mcp_links *links, enum gw_mcp_origin origin,
+                   cJSON *result, gw_mcp_reply_cb cb, void *arg,
+                   uint64_t *handle)
+{
+    struct gw_mcp_request *p = request_new(links, origin, cb, arg, handle);
+
+    if (p == NULL) {
+        cJSON_Delete(result);
+        reply_oom(links, cb, arg);
+        return;
+    }
+    p->answer = result != NULL ? result : cJSON_CreateObject();
+    fail_soon(p, p->answer != NULL ? GW_MCP_OK : GW_MCP_CANCELLED);
 }
 
 void gw_mcp_refuse(struct gw_mcp_links *links, enum gw_mcp_origin origin,
@@ -500,10 +585,22 @@ void gw_mcp_abandon(struct gw_mcp_links *links, uint64_t handle)
         finish(p, GW_MCP_CANCELLED, NULL, NULL);
         return;
     }
-    /* A call the device runs keeps its turn until it answers (or the
-     * timer ends it): the next one must not overlap it. */
+    /*
+     * The device is told to stop. A device that honours it never answers
+     * (MCP: no response to a cancelled request), so the call gives up its
+     * turn now rather than at its timer; one that ignores it (the
+     * firmware) runs calls on its main loop one after the other anyway.
+     * The request stays pending, so a late answer is dropped quietly.
+     */
     if (p->link != NULL) {
-        send_cancelled(p->link, p->dev_id, "the client went away");
+        struct gw_mcp_link *link = p->link;
+        send_cancelled(link, p->dev_id, "the client went away");
+        if (link->call_in_flight == p) {
+            link->call_in_flight = NULL;
+            if (link->open) {
+                send_next_call(link);
+            }
+        }
     }
 }
 
@@ -553,4 +650,53 @@ void gw_mcp_link_on_response(struct gw_mcp_link *link, const struct gw_rpc *rpc)
     } else {
         finish(p, GW_MCP_OK, rpc->result, NULL);
     }
+}
+
+bool gw_mcp_link_on_progress(struct gw_mcp_link *link, const struct gw_rpc *rpc)
+{
+    const cJSON *tok =
+        cJSON_GetObjectItemCaseSensitive(rpc->params, "progressToken");
+    struct gw_mcp_request *p = NULL;
+    cJSON *params;
+    uint32_t id;
+
+    if (!gw_rpc_id_u32(tok, &id)) {
+        return false;
+    }
+    HASH_FIND(hh, link->pending, &id, sizeof(id), p);
+    if (p == NULL || p->on_progress == NULL || p->cb == NULL) {
+        /* Late, or for a request whose origin hears none: dropped. */
+        char subject[GW_CLIENT_ID_MAX + 16];
+        subject_of(link, subject, sizeof(subject));
+        GW_LOG(GW_LOG_DEBUG, subject, "progress nobody waits for: dropped");
+        return p != NULL;
+    }
+    params = cJSON_Duplicate(rpc->params, 1);
+    if (params == NULL ||
+        !cJSON_ReplaceItemInObjectCaseSensitive(
+            params, "progressToken", cJSON_Duplicate(p->progress_token, 1))) {
+        cJSON_Delete(params);
+        return true;
+    }
+    p->on_progress(p->arg, params);
+    cJSON_Delete(params);
+    return true;
+}
+
+int gw_mcp_link_respond(struct gw_mcp_link *link, const cJSON *id,
+                        cJSON *result, cJSON *error)
+{
+    cJSON *msg = error != NULL ? gw_rpc_error_with(id, error)
+                               : gw_rpc_result(id, result);
+    int rc;
+
+    if (error != NULL) {
+        cJSON_Delete(result);
+    }
+    if (msg == NULL) {
+        return GW_ENOMEM;
+    }
+    rc = publish_rpc(link, msg);
+    cJSON_Delete(msg);
+    return rc;
 }

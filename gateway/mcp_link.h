@@ -148,6 +148,45 @@ void gw_mcp_request(struct gw_mcp_links *links, struct gw_mcp_link *link,
                     enum gw_mcp_origin origin, gw_mcp_reply_cb cb, void *arg,
                     uint64_t *handle);
 
+/* Progress of a request (a notifications/progress params object with the
+ * origin's own progressToken), not moved. */
+typedef void (*gw_mcp_progress_cb)(void *arg, const cJSON *params);
+
+/* Extras of a request; a zeroed struct gives gw_mcp_request's behaviour. */
+struct gw_mcp_opts {
+    uint32_t timeout_ms; /* 0 = mcp.call_timeout_ms */
+    /*
+     * When params carry _meta.progressToken: with on_progress, the device
+     * gets the request's own id as token and its notifications/progress
+     * reach on_progress (arg is the request's) under the origin's token;
+     * without, the token is taken out (nobody would hear the progress).
+     */
+    gw_mcp_progress_cb on_progress;
+    /*
+     * Runs exactly once when the request ends, however it ends, even
+     * abandoned (the origin's cb then does not run), just before cb:
+     * for what the gateway itself must undo or free.
+     */
+    void (*on_end)(void *end_arg, enum gw_mcp_outcome outcome);
+    void *end_arg;
+};
+
+/* gw_mcp_request with opts (may be NULL). */
+void gw_mcp_request_with(struct gw_mcp_links *links, struct gw_mcp_link *link,
+                         const char *method, cJSON *params,
+                         const struct gw_mcp_opts *opts,
+                         enum gw_mcp_origin origin, gw_mcp_reply_cb cb,
+                         void *arg, uint64_t *handle);
+
+/*
+ * Ends a request now with a result of the caller's (moved; NULL = {}),
+ * from the loop, without asking the device: for what the gateway answers
+ * itself (a subscription the device already holds). Outcome GW_MCP_OK.
+ */
+void gw_mcp_answer(struct gw_mcp_links *links, enum gw_mcp_origin origin,
+                   cJSON *result, gw_mcp_reply_cb cb, void *arg,
+                   uint64_t *handle);
+
 /*
  * Ends a request now with a gateway error of the caller's (code, message),
  * from the loop, without sending anything: for refusals decided before a
@@ -168,6 +207,21 @@ void gw_mcp_abandon(struct gw_mcp_links *links, uint64_t handle);
  */
 void gw_mcp_link_on_response(struct gw_mcp_link *link,
                              const struct gw_rpc *rpc);
+
+/*
+ * A device notifications/progress: true (consumed) when its token is the
+ * id of a request of the link that asked for progress; the origin hears
+ * it under its own token.
+ */
+bool gw_mcp_link_on_progress(struct gw_mcp_link *link,
+                             const struct gw_rpc *rpc);
+
+/*
+ * Answers a request the device sent (id: the device's, copied): result
+ * or error (moved; exactly one non-NULL; error a {code,message} object).
+ */
+int gw_mcp_link_respond(struct gw_mcp_link *link, const cJSON *id,
+                        cJSON *result, cJSON *error);
 
 /* Sends a notification (params moved) to the device; nothing waits. */
 int gw_mcp_link_notify(struct gw_mcp_link *link, const char *method,

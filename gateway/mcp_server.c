@@ -1,7 +1,8 @@
 /*
- * The MCP server's HTTP side (Streamable HTTP, answers as JSON, SSE only
- * on GET streams): paths, header checks, JSON-RPC dispatch, initialize,
- * tools/list from the device tool caches and tools/call to the devices.
+ * The MCP server's HTTP side (Streamable HTTP: answers as JSON, or as an
+ * event stream when progress comes first): paths, header checks, JSON-RPC
+ * dispatch to the methods, initialize with the capabilities each endpoint
+ * shows, and which device a request is for.
  */
 #include "gateway/mcp_server.h"
 
@@ -13,6 +14,7 @@
 #include "codec/envelope.h"
 #include "codec/hex.h"
 #include "codec/jsonrpc.h"
+#include "codec/mcp_items.h"
 #include "codec/mcp_tools.h"
 #include "common/log.h"
 #include "gateway/mcp_server_int.h"
@@ -164,29 +166,138 @@ static struct gw_mcp_client *session_of(struct gw_mcp_server *srv,
     return cl;
 }
 
+/* ---- which device ---- */
+
+struct gw_device *gw_mcp_target(struct gw_mcp_client *cl,
+                                const struct gw_rpc *rpc, const char *label,
+                                const char *method, cJSON **err)
+{
+    struct gw_device_table *devs = cl->srv->env.devices;
+    char text[GW_CLIENT_ID_MAX + 96];
+    struct gw_device *dev;
+
+    *err = NULL;
+    if (cl->client_id[0] != '\0') {
+        dev = gw_device_find(devs, cl->client_id);
+        if (dev == NULL) {
+            snprintf(text, sizeof(text), "device %s is offline", cl->client_id);
+            *err = gw_rpc_error(rpc->id, GW_RPC_DEVICE_OFFLINE, text);
+            return NULL;
+        }
+    } else {
+        dev = gw_device_find_label(devs, label);
+        if (dev == NULL) {
+            snprintf(text, sizeof(text), "no online device has label %.*s",
+                     GW_MCP_LABEL_LEN, label);
+            *err = gw_rpc_error(rpc->id, GW_RPC_DEVICE_OFFLINE, text);
+            return NULL;
+        }
+    }
+    if (method != NULL && !gw_mcp_catalog_allows(&dev->catalog, dev->client_id,
+                                                 method, text, sizeof(text))) {
+        *err = gw_mcp_refuse_rpc(cl, rpc, GW_RPC_METHOD_NOT_FOUND, text);
+        return NULL;
+    }
+    return dev;
+}
+
+cJSON *gw_mcp_params_pick(const cJSON *src, const char *const *names)
+{
+    cJSON *out = cJSON_CreateObject();
+
+    for (; out != NULL && *names != NULL; names++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(src, *names);
+        if (v != NULL &&
+            !cJSON_AddItemToObject(out, *names, cJSON_Duplicate(v, true))) {
+            cJSON_Delete(out);
+            out = NULL;
+        }
+    }
+    return out;
+}
+
+/* Offsets are encoded so that clients treat the cursor as opaque. */
+bool gw_mcp_cursor_parse(const cJSON *params, size_t *offset)
+{
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(params, "cursor");
+    const char *s;
+    size_t v = 0;
+
+    *offset = 0;
+    if (c == NULL || cJSON_IsNull(c)) {
+        return true;
+    }
+    if (!cJSON_IsString(c) || strncmp(c->valuestring, GW_MCP_CURSOR_PREFIX,
+                                      sizeof(GW_MCP_CURSOR_PREFIX) - 1) != 0) {
+        return false;
+    }
+    s = c->valuestring + sizeof(GW_MCP_CURSOR_PREFIX) - 1;
+    if (*s == '\0' || strlen(s) > 9) {
+        return false;
+    }
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9') {
+            return false;
+        }
+        v = v * 10 + (size_t)(*s - '0');
+    }
+    *offset = v;
+    return true;
+}
+
 /* ---- initialize ---- */
 
-static cJSON *initialize_result(const char *version, const char *client_id)
+/* /mcp serves everything a device may offer except tasks/list (task ids
+ * of many devices cannot be paged together). A device endpoint shows the
+ * device's own capabilities; the gateway re-reads a list when the device
+ * says it changed, and on its own, so listChanged always holds. */
+static unsigned endpoint_caps(const struct gw_device *dev)
+{
+    unsigned caps;
+
+    if (dev == NULL) {
+        return GW_MCP_CAPS_ALL & ~(unsigned)GW_MCP_CAP_TASKS_LIST;
+    }
+    caps = gw_mcp_catalog_caps(&dev->catalog);
+    if (caps & GW_MCP_CAP_TOOLS) {
+        caps |= GW_MCP_CAP_TOOLS_LIST_CHANGED;
+    }
+    if (caps & GW_MCP_CAP_RESOURCES) {
+        caps |= GW_MCP_CAP_RESOURCES_LIST_CHANGED;
+    }
+    if (caps & GW_MCP_CAP_PROMPTS) {
+        caps |= GW_MCP_CAP_PROMPTS_LIST_CHANGED;
+    }
+    return caps;
+}
+
+static cJSON *initialize_result(const char *version, const char *client_id,
+                                unsigned caps)
 {
     cJSON *res = cJSON_CreateObject();
-    cJSON *caps = cJSON_AddObjectToObject(res, "capabilities");
-    cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
     cJSON *info = cJSON_AddObjectToObject(res, "serverInfo");
-    char text[256];
+    cJSON *cj = gw_mcp_caps_json(caps);
+    char text[320];
 
     if (client_id[0] == '\0') {
         snprintf(text, sizeof(text),
-                 "Tools of every online device, named "
-                 "<device label>.<tool>; descriptions start with the "
-                 "device's client id. The list changes as devices come "
-                 "and go.");
+                 "Tools, resources and prompts of every online device. "
+                 "Tools and prompts are named <device label>.<name>, "
+                 "resources hybridgw://<device label>/<uri>; descriptions "
+                 "start with the device's client id. The lists change as "
+                 "devices come and go.");
     } else {
         snprintf(text, sizeof(text),
-                 "Tools of the device %s, called on the device itself.",
+                 "Tools, resources and prompts of the device %s, under its "
+                 "own names.",
                  client_id);
     }
+    if (cj == NULL || !cJSON_AddItemToObject(res, "capabilities", cj)) {
+        cJSON_Delete(cj);
+        cJSON_Delete(res);
+        return NULL;
+    }
     if (cJSON_AddStringToObject(res, "protocolVersion", version) == NULL ||
-        cJSON_AddBoolToObject(tools, "listChanged", true) == NULL ||
         cJSON_AddStringToObject(info, "name", "hybridgw") == NULL ||
         cJSON_AddStringToObject(info, "version", GW_VERSION) == NULL ||
         cJSON_AddStringToObject(res, "instructions", text) == NULL) {
@@ -202,6 +313,7 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
         cJSON_GetObjectItemCaseSensitive(rpc->params, "protocolVersion");
     const char *version = GW_MCP_PROTOCOL_LATEST;
     struct gw_mcp_client *cl = NULL;
+    const struct gw_device *dev = NULL;
     cJSON *msg, *result;
     int rc;
 
@@ -211,7 +323,7 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
     /* A device endpoint exists while the gateway knows the device; a
      * session outlives it (calls then say the device is offline). */
     if (p->client_id[0] != '\0' &&
-        gw_device_find(p->srv->env.devices, p->client_id) == NULL) {
+        (dev = gw_device_find(p->srv->env.devices, p->client_id)) == NULL) {
         gw_mcp_reject(p->srv, p->req, p->subject, NULL, 404,
                       GW_RPC_INVALID_REQUEST, "unknown device");
         return;
@@ -240,9 +352,12 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
         return;
     }
     p->srv->stats.requests++;
-    gw_log(GW_LOG_INFO, cl->subject, "session opened on %s (protocol %s)",
-           gw_http_req_path(p->req), version);
-    result = initialize_result(version, p->client_id);
+    cl->caps = endpoint_caps(dev);
+    cl->client_caps = gw_mcp_client_caps_parse(rpc->params);
+    gw_log(GW_LOG_INFO, cl->subject,
+           "session opened on %s (protocol %s, client capabilities 0x%x)",
+           gw_http_req_path(p->req), version, cl->client_caps);
+    result = initialize_result(version, p->client_id, cl->caps);
     msg = result != NULL ? gw_rpc_result(rpc->id, result) : NULL;
     if (msg == NULL) {
         msg = gw_rpc_error(rpc->id, GW_RPC_INTERNAL_ERROR, "out of memory");
@@ -264,14 +379,47 @@ static void notification(struct gw_mcp_client *cl, const struct gw_rpc *rpc)
     }
 }
 
+static cJSON *ping(struct gw_mcp_exchange *ex, const struct gw_rpc *rpc,
+                   bool *started)
+{
+    cJSON *empty = cJSON_CreateObject();
+
+    (void)ex;
+    (void)started;
+    return empty != NULL ? gw_rpc_result(rpc->id, empty) : NULL;
+}
+
+static const struct {
+    const char *method;
+    gw_mcp_method_fn fn;
+} methods[] = {
+    {"ping", ping},
+    {"tools/list", gw_mcp_server_tools_list},
+    {"tools/call", gw_mcp_server_tools_call},
+    {"resources/list", gw_mcp_server_resources_list},
+    {"resources/templates/list", gw_mcp_server_templates_list},
+    {"resources/read", gw_mcp_server_resources_read},
+    {"resources/subscribe", gw_mcp_server_subscribe},
+    {"resources/unsubscribe", gw_mcp_server_subscribe},
+    {"prompts/list", gw_mcp_server_prompts_list},
+    {"prompts/get", gw_mcp_server_prompts_get},
+    {"completion/complete", gw_mcp_server_complete},
+    {"logging/setLevel", gw_mcp_server_set_level},
+    {"tasks/get", gw_mcp_server_tasks},
+    {"tasks/result", gw_mcp_server_tasks},
+    {"tasks/cancel", gw_mcp_server_tasks},
+    {"tasks/list", gw_mcp_server_tasks},
+};
+
 /* One message of a POST: its reply is put on ex now, later, or never. */
 static void dispatch(struct gw_mcp_exchange *ex, const cJSON *msg)
 {
     struct gw_mcp_client *cl = ex->cl;
     struct gw_rpc rpc;
-    cJSON *reply;
+    cJSON *reply = NULL;
     bool started = false;
     char text[96];
+    size_t i;
 
     if (gw_rpc_classify(msg, &rpc) != 0) {
         gw_mcp_exchange_put(ex, gw_rpc_error(NULL, GW_RPC_INVALID_REQUEST,
@@ -279,20 +427,21 @@ static void dispatch(struct gw_mcp_exchange *ex, const cJSON *msg)
         return;
     }
     if (rpc.kind == GW_RPC_RESPONSE) {
-        return; /* the server sends no requests: nothing waits for it */
+        gw_mcp_ask_answered(cl, &rpc); /* to a device's own request */
+        return;
     }
     if (rpc.kind == GW_RPC_NOTIFICATION) {
         notification(cl, &rpc);
         return;
     }
     cl->srv->stats.requests++;
-    if (strcmp(rpc.method, "ping") == 0) {
-        cJSON *empty = cJSON_CreateObject();
-        reply = empty != NULL ? gw_rpc_result(rpc.id, empty) : NULL;
-    } else if (strcmp(rpc.method, "tools/list") == 0) {
-        reply = gw_mcp_server_tools_list(cl, &rpc);
-    } else if (strcmp(rpc.method, "tools/call") == 0) {
-        reply = gw_mcp_server_tools_call(ex, &rpc, &started);
+    for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        if (strcmp(rpc.method, methods[i].method) == 0) {
+            break;
+        }
+    }
+    if (i < sizeof(methods) / sizeof(methods[0])) {
+        reply = methods[i].fn(ex, &rpc, &started);
         if (started) {
             return;
         }
@@ -398,6 +547,8 @@ static void post_messages(struct post *p, struct gw_mcp_client *cl,
         cJSON_Delete(err);
         return;
     }
+    ex->sse_ok =
+        lists_type(gw_http_req_header(p->req, "Accept"), "text/event-stream");
     if (batch) {
         cJSON_ArrayForEach(msg, root)
         {
@@ -567,11 +718,28 @@ void gw_mcp_server_close(struct gw_mcp_server *srv,
 }
 
 void gw_mcp_server_device_changed(struct gw_mcp_server *srv,
-                                  const struct gw_device *dev)
+                                  const struct gw_device *dev, unsigned what)
 {
-    if (srv != NULL && dev != NULL) {
-        gw_mcp_clients_tools_changed(srv, dev->client_id);
+    unsigned lists = 0;
+
+    if (srv == NULL || dev == NULL) {
+        return;
     }
+    if (dev->state == GW_DEVICE_GONE) {
+        gw_mcp_asks_device_gone(srv, dev);
+    }
+    /* A device coming or going changes every list /mcp shows (and the
+     * device endpoint's, which then shows nothing or its lists again). */
+    if (what & (GW_DEVICE_CHANGED_PRESENCE | GW_DEVICE_CHANGED_TOOLS)) {
+        lists |= GW_MCP_CAP_TOOLS;
+    }
+    if (what & (GW_DEVICE_CHANGED_PRESENCE | GW_DEVICE_CHANGED_RESOURCES)) {
+        lists |= GW_MCP_CAP_RESOURCES;
+    }
+    if (what & (GW_DEVICE_CHANGED_PRESENCE | GW_DEVICE_CHANGED_PROMPTS)) {
+        lists |= GW_MCP_CAP_PROMPTS;
+    }
+    gw_mcp_clients_lists_changed(srv, dev->client_id, lists);
 }
 
 void gw_mcp_server_get_stats(const struct gw_mcp_server *srv,

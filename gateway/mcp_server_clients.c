@@ -1,7 +1,8 @@
 /*
  * The MCP server's sessions (see mcp_server_int.h): the table with its
- * limit, GET streams and their keepalives, tool calls
- * waiting for a device, and the POSTs whose answers wait for those calls.
+ * limit, GET streams and their keepalives, requests waiting for a device,
+ * and the POSTs whose answers wait for those requests (as JSON, or as an
+ * event stream when progress is to come first).
  */
 
 #include "gateway/mcp_server_int.h"
@@ -14,17 +15,15 @@
 
 #include "codec/hex.h"
 #include "codec/jsonrpc.h"
+#include "codec/mcp_items.h"
 #include "common/log.h"
+#include "gateway/device_table.h"
 
 /* Proxies and clients drop a silent connection; a comment keeps it up. */
 #define KEEPALIVE_MS 15000
 #define SWEEP_MAX_MS 1000
 #define SWEEP_MIN_MS 50
 
-static const char LIST_CHANGED_EVENT[] =
-    "event: message\n"
-    "data: {\"jsonrpc\":\"2.0\","
-    "\"method\":\"notifications/tools/list_changed\"}\n\n";
 static const char KEEPALIVE_COMMENT[] = ": keepalive\n\n";
 
 static uint64_t now_ms(const struct gw_mcp_server *srv)
@@ -95,11 +94,49 @@ struct gw_mcp_exchange *gw_mcp_exchange_create(struct gw_mcp_client *cl,
     return ex;
 }
 
+/* One server-sent event of msg (free() it); NULL on OOM. */
+static char *event_of(const cJSON *msg, size_t *len)
+{
+    char *json = cJSON_PrintUnformatted(msg);
+    size_t n;
+    char *ev;
+
+    if (json == NULL) {
+        return NULL;
+    }
+    n = strlen(json) + sizeof("event: message\ndata: \n\n");
+    if ((ev = malloc(n)) != NULL) {
+        *len = (size_t)snprintf(ev, n, "event: message\ndata: %s\n\n", json);
+    }
+    cJSON_free(json);
+    return ev;
+}
+
+/* A write error ends the stream in the HTTP server, which reports it gone
+ * later, from the loop: req stays valid until then. */
+static void event_write(struct gw_http_req *req, const cJSON *msg)
+{
+    size_t len = 0;
+    char *ev = event_of(msg, &len);
+
+    if (ev != NULL) {
+        (void)gw_http_stream_write(req, ev, len);
+    }
+    free(ev);
+}
+
 static void exchange_send(struct gw_mcp_exchange *ex)
 {
     int n = cJSON_GetArraySize(ex->replies);
 
-    if (n == 0) {
+    if (ex->streaming) {
+        if (n > 0) {
+            event_write(ex->req, ex->batch
+                                     ? ex->replies
+                                     : cJSON_GetArrayItem(ex->replies, 0));
+        }
+        gw_http_stream_end(ex->req);
+    } else if (n == 0) {
         gw_mcp_respond(ex->req, ex->cl, 202, NULL);
     } else if (ex->batch) {
         gw_mcp_respond(ex->req, ex->cl, 200, ex->replies);
@@ -144,6 +181,27 @@ static void exchange_gone(struct gw_http_req *req, void *arg)
     free(ex);
 }
 
+/* A request of ex carries a progress token and the client takes event
+ * streams: the answer becomes one, progress first, then the replies. */
+static void exchange_stream(struct gw_mcp_exchange *ex)
+{
+    char id_header[sizeof("Mcp-Session-Id: ") + GW_MCP_SESSION_ID_LEN];
+    const char *headers[] = {"Cache-Control: no-cache", id_header, NULL};
+    int rc;
+
+    snprintf(id_header, sizeof(id_header), "Mcp-Session-Id: %s", ex->cl->id);
+    rc = gw_http_stream_begin(ex->req, 200, "text/event-stream", headers);
+    if (rc != 0) {
+        /* The request is being dropped, without a gone report (nothing
+         * is owed to it any more): its requests go now, as if it left. */
+        gw_log(GW_LOG_WARN, ex->cl->subject, "cannot stream the answer: %s",
+               gw_strerror(rc));
+        exchange_gone(ex->req, ex);
+        return;
+    }
+    ex->streaming = true;
+}
+
 void gw_mcp_exchange_dispatched(struct gw_mcp_exchange *ex)
 {
     ex->dispatching = false;
@@ -152,9 +210,12 @@ void gw_mcp_exchange_dispatched(struct gw_mcp_exchange *ex)
         return;
     }
     gw_http_req_on_gone(ex->req, exchange_gone, ex);
+    if (ex->progress && ex->sse_ok) {
+        exchange_stream(ex);
+    }
 }
 
-/* ---- tool calls ---- */
+/* ---- requests to devices ---- */
 
 struct gw_mcp_call *gw_mcp_call_add(struct gw_mcp_exchange *ex, const cJSON *id,
                                     const char *client_id)
@@ -182,7 +243,8 @@ struct gw_mcp_call *gw_mcp_call_add(struct gw_mcp_exchange *ex, const cJSON *id,
     return call;
 }
 
-void gw_mcp_call_finish(struct gw_mcp_call *call, cJSON *reply)
+/* Ends a call; answered: reply (moved) joins its exchange's replies. */
+static void call_end(struct gw_mcp_call *call, cJSON *reply, bool answered)
 {
     struct gw_mcp_client *cl = call->cl;
     struct gw_mcp_exchange *ex = call->ex;
@@ -203,10 +265,17 @@ void gw_mcp_call_finish(struct gw_mcp_call *call, cJSON *reply)
         cJSON_Delete(reply);
         return;
     }
-    gw_mcp_exchange_put(ex, reply);
+    if (answered) {
+        gw_mcp_exchange_put(ex, reply);
+    }
     if (--ex->waiting == 0 && !ex->dispatching) {
         exchange_send(ex);
     }
+}
+
+void gw_mcp_call_finish(struct gw_mcp_call *call, cJSON *reply)
+{
+    call_end(call, reply, true);
 }
 
 bool gw_mcp_call_cancel(struct gw_mcp_client *cl, const cJSON *request_id)
@@ -224,12 +293,108 @@ bool gw_mcp_call_cancel(struct gw_mcp_client *cl, const cJSON *request_id)
     if (call == NULL) {
         return false;
     }
-    GW_LOG(GW_LOG_INFO, cl->subject, "tools/call to %s cancelled by client",
-           call->client_id);
+    GW_LOG(GW_LOG_INFO, cl->subject, "%s to %s cancelled by client",
+           call->method, call->client_id);
     gw_mcp_abandon(&cl->srv->env.devices->links, call->handle);
-    gw_mcp_call_finish(call,
-                       gw_rpc_error(call->id, -32800, "request cancelled"));
+    /* MCP: a cancelled request gets no response. Its POST still ends:
+     * 202 when nothing else of it has an answer, or its stream ends. */
+    call_end(call, NULL, false);
     return true;
+}
+
+void gw_mcp_call_reply(void *arg, const struct gw_mcp_reply *reply)
+{
+    struct gw_mcp_call *call = arg;
+    cJSON *body, *msg = NULL;
+
+    if (call->shape != NULL) {
+        gw_mcp_call_finish(call, call->shape(call, reply));
+        return;
+    }
+    if (reply->outcome == GW_MCP_OK) {
+        if ((body = cJSON_Duplicate(reply->result, true)) != NULL) {
+            msg = gw_rpc_result(call->id, body);
+        }
+    } else {
+        if (reply->outcome != GW_MCP_ERROR) {
+            gw_log(GW_LOG_INFO, call->cl->subject, "%s to %s: %s", call->method,
+                   call->client_id, gw_mcp_outcome_name(reply->outcome));
+        }
+        if ((body = cJSON_Duplicate(reply->error, true)) != NULL) {
+            msg = gw_rpc_error_with(call->id, body);
+        }
+    }
+    gw_mcp_call_finish(call, msg);
+}
+
+/* Progress of a call (params with the client's own token): on the
+ * answer's event stream when it is one, else on the session's GET
+ * stream. */
+static void call_progress(void *arg, const cJSON *params)
+{
+    struct gw_mcp_call *call = arg;
+    struct gw_mcp_client *cl = call->cl;
+    cJSON *copy = cJSON_Duplicate(params, true);
+    cJSON *msg = copy != NULL
+                     ? gw_rpc_notification("notifications/progress", copy)
+                     : NULL;
+
+    if (msg == NULL) {
+        return;
+    }
+    cl->srv->stats.progress++;
+    if (call->ex != NULL && call->ex->streaming) {
+        event_write(call->ex->req, msg);
+    } else if (!gw_mcp_client_notify(cl, msg)) {
+        GW_LOG(GW_LOG_DEBUG, cl->subject,
+               "progress of %s dropped: no stream to carry it", call->method);
+    }
+    cJSON_Delete(msg);
+}
+
+cJSON *gw_mcp_forward(struct gw_mcp_exchange *ex, const struct gw_rpc *rpc,
+                      struct gw_device *dev, const char *method, cJSON *params,
+                      uint32_t timeout_ms, gw_mcp_shape_cb shape, bool *started)
+{
+    struct gw_mcp_client *cl = ex->cl;
+    struct gw_mcp_opts opts = {.timeout_ms = timeout_ms};
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
+    struct gw_mcp_call *call;
+
+    if (params == NULL ||
+        (call = gw_mcp_call_add(ex, rpc->id, dev->client_id)) == NULL) {
+        cJSON_Delete(params);
+        return gw_rpc_error(rpc->id, GW_RPC_INTERNAL_ERROR, "out of memory");
+    }
+    call->method = method;
+    call->shape = shape;
+    if (cl->client_id[0] == '\0') {
+        snprintf(call->label, sizeof(call->label), "%.*s", GW_MCP_LABEL_LEN,
+                 dev->label);
+    }
+    if (gw_mcp_progress_token_valid(
+            cJSON_GetObjectItemCaseSensitive(meta, "progressToken"))) {
+        call->progress = true;
+        ex->progress = true;
+        opts.on_progress = call_progress;
+    }
+    if (strcmp(method, "tools/call") != 0) { /* that one says which tool */
+        GW_LOG(GW_LOG_DEBUG, cl->subject, "%s to %s", method, dev->client_id);
+    }
+    gw_mcp_request_with(&cl->srv->env.devices->links, &dev->link, method,
+                        params, &opts, GW_MCP_FROM_CLIENT, gw_mcp_call_reply,
+                        call, &call->handle);
+    *started = true;
+    return NULL;
+}
+
+cJSON *gw_mcp_refuse_rpc(struct gw_mcp_client *cl, const struct gw_rpc *rpc,
+                         int code, const char *message)
+{
+    gw_log(GW_LOG_WARN, cl->subject, "%s refused (%d): %s", rpc->method, code,
+           message);
+    cl->srv->stats.refused++;
+    return gw_rpc_error(rpc->id, code, message);
 }
 
 /* ---- streams ---- */
@@ -309,23 +474,51 @@ void gw_mcp_stream_open(struct gw_mcp_client *cl, struct gw_http_req *req)
            cl->n_streams);
 }
 
-/*
- * One notification per session, on its newest stream: the transport
- * forbids sending one message on several streams of a session.
- */
-void gw_mcp_clients_tools_changed(struct gw_mcp_server *srv,
-                                  const char *client_id)
+bool gw_mcp_client_notify(struct gw_mcp_client *cl, const cJSON *msg)
 {
+    struct gw_mcp_stream *st = cl->streams;
+    size_t len = 0;
+    char *ev;
+
+    /* One stream only: the transport forbids sending one message on
+     * several streams of a session. The newest is the one in use. */
+    if (st == NULL || (ev = event_of(msg, &len)) == NULL) {
+        return false;
+    }
+    stream_write(st, ev, len);
+    free(ev);
+    return true;
+}
+
+void gw_mcp_clients_lists_changed(struct gw_mcp_server *srv,
+                                  const char *client_id, unsigned caps)
+{
+    static const struct {
+        unsigned cap;
+        const char *method;
+    } lists[] = {
+        {GW_MCP_CAP_TOOLS, "notifications/tools/list_changed"},
+        {GW_MCP_CAP_RESOURCES, "notifications/resources/list_changed"},
+        {GW_MCP_CAP_PROMPTS, "notifications/prompts/list_changed"},
+    };
     struct gw_mcp_client *cl, *tmp;
 
-    HASH_ITER(hh, srv->clients, cl, tmp)
-    {
-        if (cl->streams == NULL || (cl->client_id[0] != '\0' &&
-                                    strcmp(cl->client_id, client_id) != 0)) {
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        cJSON *msg;
+        if (!(caps & lists[i].cap) ||
+            (msg = gw_rpc_notification(lists[i].method, NULL)) == NULL) {
             continue;
         }
-        stream_write(cl->streams, LIST_CHANGED_EVENT,
-                     sizeof(LIST_CHANGED_EVENT) - 1);
+        HASH_ITER(hh, srv->clients, cl, tmp)
+        {
+            if (cl->streams == NULL || !(cl->caps & lists[i].cap) ||
+                (cl->client_id[0] != '\0' &&
+                 strcmp(cl->client_id, client_id) != 0)) {
+                continue;
+            }
+            (void)gw_mcp_client_notify(cl, msg);
+        }
+        cJSON_Delete(msg);
     }
 }
 
@@ -356,6 +549,8 @@ void gw_mcp_client_end(struct gw_mcp_client *cl, const char *why)
     struct gw_mcp_call *call;
 
     gw_log(GW_LOG_INFO, cl->subject, "session ended: %s", why);
+    gw_mcp_asks_client_gone(cl);
+    gw_mcp_peer_leave(srv->env.devices, &cl->peer);
     while ((call = cl->calls) != NULL) {
         if (call->ex != NULL) {
             gw_mcp_abandon(&srv->env.devices->links, call->handle);
@@ -412,7 +607,10 @@ int gw_mcp_client_create(struct gw_mcp_server *srv, const char *client_id,
         return rc;
     }
     cl->srv = srv;
+    cl->seq = ++srv->next_seq;
     snprintf(cl->subject, sizeof(cl->subject), "mcp sid=%.8s", cl->id);
+    gw_mcp_peer_init(&cl->peer, &gw_mcp_server_peer_ops, cl->subject,
+                     client_id[0] == '\0');
     snprintf(cl->client_id, sizeof(cl->client_id), "%s", client_id);
     snprintf(cl->version, sizeof(cl->version), "%s", version);
     cl->last_used_ms = now_ms(srv);

@@ -1,6 +1,7 @@
 /*
  * The MCP server's tool methods: tools/list pages built from the device
- * tool caches, and tools/call sent to the device that owns the tool.
+ * tool caches, and tools/call (task-augmented too) sent to the device that
+ * owns the tool.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +12,7 @@
 #include "common/log.h"
 #include "gateway/mcp_server_int.h"
 
-#define PAGE_TOOLS    100
-#define CURSOR_PREFIX "gw-offset-"
+#define PAGE_TOOLS GW_MCP_PAGE_ITEMS
 
 /* ---- tools/list ---- */
 
@@ -75,35 +75,6 @@ static cJSON *shown_tool(const cJSON *tool, const char *name,
     return copy;
 }
 
-/* Offsets are encoded so that clients treat the cursor as opaque. */
-static bool cursor_parse(const cJSON *params, size_t *offset)
-{
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(params, "cursor");
-    const char *s;
-    size_t v = 0;
-
-    *offset = 0;
-    if (c == NULL || cJSON_IsNull(c)) {
-        return true;
-    }
-    if (!cJSON_IsString(c) || strncmp(c->valuestring, CURSOR_PREFIX,
-                                      sizeof(CURSOR_PREFIX) - 1) != 0) {
-        return false;
-    }
-    s = c->valuestring + sizeof(CURSOR_PREFIX) - 1;
-    if (*s == '\0' || strlen(s) > 9) {
-        return false;
-    }
-    for (; *s != '\0'; s++) {
-        if (*s < '0' || *s > '9') {
-            return false;
-        }
-        v = v * 10 + (size_t)(*s - '0');
-    }
-    *offset = v;
-    return true;
-}
-
 struct page {
     cJSON *tools;
     size_t offset; /* visible tools to skip */
@@ -151,17 +122,20 @@ static bool page_add_device(const struct gw_mcp_server *srv, struct page *pg,
     return true;
 }
 
-cJSON *gw_mcp_server_tools_list(struct gw_mcp_client *cl,
-                                const struct gw_rpc *rpc)
+cJSON *gw_mcp_server_tools_list(struct gw_mcp_exchange *ex,
+                                const struct gw_rpc *rpc, bool *started)
 {
+    struct gw_mcp_client *cl = ex->cl;
     struct gw_mcp_server *srv = cl->srv;
     struct page pg = {0};
     const struct gw_device *dev;
     cJSON *res;
-    char cursor[sizeof(CURSOR_PREFIX) + 24];
+    char cursor[sizeof(GW_MCP_CURSOR_PREFIX) + 24];
 
-    if (!cursor_parse(rpc->params, &pg.offset)) {
-        return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS, "invalid cursor");
+    (void)started;
+    if (!gw_mcp_cursor_parse(rpc->params, &pg.offset)) {
+        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                 "invalid cursor");
     }
     if ((res = cJSON_CreateObject()) == NULL ||
         (pg.tools = cJSON_AddArrayToObject(res, "tools")) == NULL) {
@@ -181,7 +155,7 @@ cJSON *gw_mcp_server_tools_list(struct gw_mcp_client *cl,
         }
     }
     if (pg.more) {
-        snprintf(cursor, sizeof(cursor), CURSOR_PREFIX "%zu",
+        snprintf(cursor, sizeof(cursor), GW_MCP_CURSOR_PREFIX "%zu",
                  pg.offset + PAGE_TOOLS);
         if (cJSON_AddStringToObject(res, "nextCursor", cursor) == NULL) {
             cJSON_Delete(res);
@@ -219,92 +193,76 @@ static cJSON *refused_result(const cJSON *error)
     return res;
 }
 
-static void on_call_reply(void *arg, const struct gw_mcp_reply *reply)
+/* A device's tools/call reply as the client sees it: a refusal becomes a
+ * tool error, a CreateTaskResult is recorded (and renamed on /mcp). */
+static cJSON *call_shape(struct gw_mcp_call *call,
+                         const struct gw_mcp_reply *reply)
 {
-    struct gw_mcp_call *call = arg;
-    cJSON *body, *msg = NULL;
+    cJSON *body = NULL;
 
     switch (reply->outcome) {
     case GW_MCP_OK:
-        if ((body = cJSON_Duplicate(reply->result, true)) != NULL) {
-            msg = gw_rpc_result(call->id, body);
+        if ((body = cJSON_Duplicate(reply->result, true)) != NULL &&
+            gw_mcp_server_task_created(call, body) != 0) {
+            cJSON_Delete(body);
+            body = NULL;
         }
-        break;
+        return body != NULL ? gw_rpc_result(call->id, body) : NULL;
     case GW_MCP_ERROR:
-        if ((body = refused_result(reply->error)) != NULL) {
-            msg = gw_rpc_result(call->id, body);
-        }
-        break;
+        body = refused_result(reply->error);
+        return body != NULL ? gw_rpc_result(call->id, body) : NULL;
     default:
         gw_log(GW_LOG_INFO, call->cl->subject, "tools/call to %s: %s",
                call->client_id, gw_mcp_outcome_name(reply->outcome));
-        if ((body = cJSON_Duplicate(reply->error, true)) != NULL) {
-            msg = gw_rpc_error_with(call->id, body);
-        }
-        break;
+        body = cJSON_Duplicate(reply->error, true);
+        return body != NULL ? gw_rpc_error_with(call->id, body) : NULL;
     }
-    gw_mcp_call_finish(call, msg);
-}
-
-/* The device a tools/call names, and the device's own name of the tool;
- * NULL with *err set (a JSON-RPC error) otherwise. */
-static struct gw_device *call_target(struct gw_mcp_client *cl,
-                                     const struct gw_rpc *rpc, const char *name,
-                                     const char **tool, cJSON **err)
-{
-    struct gw_device_table *devs = cl->srv->env.devices;
-    char label[GW_MCP_LABEL_LEN + 1], text[GW_CLIENT_ID_MAX + 64];
-    struct gw_device *dev;
-
-    *tool = name;
-    if (cl->client_id[0] != '\0') {
-        dev = gw_device_find(devs, cl->client_id);
-        if (dev == NULL) {
-            snprintf(text, sizeof(text), "device %s is offline", cl->client_id);
-            *err = gw_rpc_error(rpc->id, GW_RPC_DEVICE_OFFLINE, text);
-            return NULL;
-        }
-        return dev;
-    }
-    if (gw_mcp_aggregate_split(name, label, tool) != 0) {
-        snprintf(text, sizeof(text), "Unknown tool: %.*s", GW_MCP_TOOL_NAME_MAX,
-                 name);
-        *err = gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS, text);
-        return NULL;
-    }
-    dev = gw_device_find_label(devs, label);
-    if (dev == NULL) {
-        snprintf(text, sizeof(text), "no online device has label %s", label);
-        *err = gw_rpc_error(rpc->id, GW_RPC_DEVICE_OFFLINE, text);
-        return NULL;
-    }
-    return dev;
 }
 
 cJSON *gw_mcp_server_tools_call(struct gw_mcp_exchange *ex,
                                 const struct gw_rpc *rpc, bool *started)
 {
+    static const char *const keep[] = {"_meta", "task", NULL};
     struct gw_mcp_client *cl = ex->cl;
     struct gw_mcp_server *srv = cl->srv;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(rpc->params, "name");
     const cJSON *args =
         cJSON_GetObjectItemCaseSensitive(rpc->params, "arguments");
-    char why[256];
-    struct gw_mcp_call *call;
+    const cJSON *task = cJSON_GetObjectItemCaseSensitive(rpc->params, "task");
+    char label[GW_MCP_LABEL_LEN + 1] = "";
+    char why[GW_CLIENT_ID_MAX + 256];
     struct gw_device *dev;
     const char *tool;
     cJSON *params, *err = NULL;
 
     if (!cJSON_IsString(name) || name->valuestring[0] == '\0') {
-        return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS,
-                            "tools/call needs a tool name");
+        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                 "tools/call needs a tool name");
     }
     if (args != NULL && !cJSON_IsNull(args) && !cJSON_IsObject(args)) {
-        return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS,
-                            "tools/call arguments must be an object");
+        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                 "tools/call arguments must be an object");
     }
-    if ((dev = call_target(cl, rpc, name->valuestring, &tool, &err)) == NULL) {
+    if (task != NULL && !cJSON_IsObject(task)) {
+        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                 "tools/call task must be an object");
+    }
+    tool = name->valuestring;
+    if (cl->client_id[0] == '\0' &&
+        gw_mcp_aggregate_split(name->valuestring, label, &tool) != 0) {
+        snprintf(why, sizeof(why), "Unknown tool: %.*s", GW_MCP_TOOL_NAME_MAX,
+                 name->valuestring);
+        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS, why);
+    }
+    if ((dev = gw_mcp_target(cl, rpc, label, "tools/call", &err)) == NULL) {
         return err;
+    }
+    /* A task is the device's to run: only one that offers them gets it. */
+    if (task != NULL &&
+        !gw_mcp_catalog_offers(&dev->catalog, GW_MCP_CAP_TASKS)) {
+        snprintf(why, sizeof(why), "device %s does not offer %s",
+                 dev->client_id, gw_mcp_cap_name(GW_MCP_CAP_TASKS));
+        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_METHOD_NOT_FOUND, why);
     }
     /* The allow-list decides (tool_cache.h); a refusal names the tool as
      * the client wrote it. */
@@ -312,23 +270,21 @@ cJSON *gw_mcp_server_tools_call(struct gw_mcp_exchange *ex,
                                 expose_user_tools(srv), why, sizeof(why))) {
         gw_log(GW_LOG_WARN, cl->subject, "tools/call %s on %s refused: %s",
                tool, dev->client_id, why);
+        srv->stats.refused++;
         return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS, why);
     }
-    params = cJSON_CreateObject();
-    if (params == NULL ||
-        cJSON_AddStringToObject(params, "name", tool) == NULL ||
-        !cJSON_AddItemToObject(params, "arguments",
-                               cJSON_IsObject(args)
-                                   ? cJSON_Duplicate(args, true)
-                                   : cJSON_CreateObject()) ||
-        (call = gw_mcp_call_add(ex, rpc->id, dev->client_id)) == NULL) {
+    params = gw_mcp_params_pick(rpc->params, keep);
+    if (params != NULL &&
+        (cJSON_AddStringToObject(params, "name", tool) == NULL ||
+         !cJSON_AddItemToObject(params, "arguments",
+                                cJSON_IsObject(args)
+                                    ? cJSON_Duplicate(args, true)
+                                    : cJSON_CreateObject()))) {
         cJSON_Delete(params);
-        return gw_rpc_error(rpc->id, GW_RPC_INTERNAL_ERROR, "out of memory");
+        params = NULL;
     }
     GW_LOG(GW_LOG_DEBUG, cl->subject, "tools/call %s on %s", tool,
            dev->client_id);
-    gw_mcp_request(&srv->env.devices->links, &dev->link, "tools/call", params,
-                   0, GW_MCP_FROM_CLIENT, on_call_reply, call, &call->handle);
-    *started = true;
-    return NULL;
+    return gw_mcp_forward(ex, rpc, dev, "tools/call", params, 0, call_shape,
+                          started);
 }

@@ -6,6 +6,7 @@
 #include "gateway/metrics.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <malloc.h>
 #endif
 
+#include "gateway/mcp_outbound.h"
 #include "gateway/mcp_server.h"
 
 #define INITIAL_CAP 16384
@@ -329,7 +331,132 @@ static void mcp_part(struct out *o, const struct gw_metrics_sources *src)
                 "MCP server requests answered with a 4xx status.", ss.rejected);
         gauge(o, "hybridgw_mcp_server_streams",
               "MCP server GET streams now open.", ss.streams_open);
+        counter(o, "hybridgw_mcp_server_refused_total",
+                "MCP server JSON-RPC requests the gateway refused itself.",
+                ss.refused);
+        counter(o, "hybridgw_mcp_server_progress_total",
+                "Progress notifications passed on to MCP clients.",
+                ss.progress);
+        counter(o, "hybridgw_mcp_server_notifications_total",
+                "Device notifications passed on to MCP client sessions.",
+                ss.notifications);
+        family(o, "hybridgw_mcp_server_device_requests_total", "counter",
+               "Device requests to MCP clients (sampling, elicitation, "
+               "roots), by outcome.");
+        const struct {
+            const char *outcome;
+            uint64_t n;
+        } asks[] = {{"sent", ss.asks},
+                    {"answered", ss.asks_answered},
+                    {"refused", ss.asks_refused},
+                    {"timeout", ss.asks_timeout},
+                    {"dropped", ss.asks_dropped}};
+        for (size_t i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+            put(o,
+                "hybridgw_mcp_server_device_requests_total{outcome=\"%s\"} "
+                "%llu\n",
+                asks[i].outcome, (unsigned long long)asks[i].n);
+        }
     }
+}
+
+/* Devices' requests to the MCP servers of mcp_servers, by server. */
+static void outbound_requests(void *arg,
+                              const struct gw_outbound_server_stats *st)
+{
+    struct out *o = arg;
+
+    for (int i = 0; i < GW_OUTBOUND_OUTCOME_COUNT_; i++) {
+        if (st->requests[i] == 0) {
+            continue;
+        }
+        put(o, "hybridgw_mcp_outbound_requests_total{server=\"");
+        put_label_value(o, st->name);
+        put(o, "\",outcome=\"%s\"} %llu\n",
+            gw_outbound_outcome_name((enum gw_outbound_outcome)i),
+            (unsigned long long)st->requests[i]);
+    }
+}
+
+static void outbound_failures(void *arg,
+                              const struct gw_outbound_server_stats *st)
+{
+    struct out *o = arg;
+
+    for (int i = 0; i < GW_OUTBOUND_FAILURE_COUNT_; i++) {
+        if (st->failures[i] == 0) {
+            continue;
+        }
+        put(o, "hybridgw_mcp_outbound_failures_total{server=\"");
+        put_label_value(o, st->name);
+        put(o, "\",reason=\"%s\"} %llu\n",
+            gw_outbound_failure_name((enum gw_outbound_failure)i),
+            (unsigned long long)st->failures[i]);
+    }
+}
+
+/* One per-server count family at a time: a family's samples go together. */
+struct outbound_count {
+    struct out *o;
+    const char *name;
+    size_t offset; /* of the uint64_t in the stats */
+};
+
+static void outbound_count(void *arg, const struct gw_outbound_server_stats *st)
+{
+    const struct outbound_count *oc = arg;
+    uint64_t n;
+
+    if (st->name[0] == '\0') {
+        return; /* the refusals of names no server has */
+    }
+    memcpy(&n, (const char *)st + oc->offset, sizeof(n));
+    put(oc->o, "%s{server=\"", oc->name);
+    put_label_value(oc->o, st->name);
+    put(oc->o, "\"} %llu\n", (unsigned long long)n);
+}
+
+static void outbound_part(struct out *o, const struct gw_metrics_sources *src)
+{
+    if (src->outbound == NULL) {
+        return;
+    }
+    family(o, "hybridgw_mcp_outbound_requests_total", "counter",
+           "Device requests to MCP servers, by server (\"\" for a name no "
+           "server of the device has) and outcome.");
+    gw_mcp_outbound_each_stats(src->outbound, outbound_requests, o);
+    family(o, "hybridgw_mcp_outbound_failures_total", "counter",
+           "MCP server failures seen by device requests, by reason.");
+    gw_mcp_outbound_each_stats(src->outbound, outbound_failures, o);
+    const struct {
+        const char *name, *help;
+        size_t offset;
+    } counts[] = {
+        {"hybridgw_mcp_outbound_initializes_total",
+         "MCP sessions initialized with a server, by server.",
+         offsetof(struct gw_outbound_server_stats, initializes)},
+        {"hybridgw_mcp_outbound_reinitializes_total",
+         "Sessions initialized again after the server forgot them.",
+         offsetof(struct gw_outbound_server_stats, reinitializes)},
+        {"hybridgw_mcp_outbound_notifications_total",
+         "Server notifications passed on to devices.",
+         offsetof(struct gw_outbound_server_stats, notifications)},
+        {"hybridgw_mcp_outbound_sessions_ended_total",
+         "Sessions with servers ended (idle, device offline).",
+         offsetof(struct gw_outbound_server_stats, sessions_ended)},
+    };
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        struct outbound_count oc = {o, counts[i].name, counts[i].offset};
+        family(o, counts[i].name, "counter", counts[i].help);
+        gw_mcp_outbound_each_stats(src->outbound, outbound_count, &oc);
+    }
+    counter(o, "hybridgw_mcp_outbound_refused_total",
+            "Device envelopes with an endpoint refused unanswered (bad "
+            "endpoint, not JSON-RPC, an unasked response).",
+            gw_mcp_outbound_refused(src->outbound));
+    gauge(o, "hybridgw_mcp_outbound_sessions",
+          "MCP sessions of devices with servers open now.",
+          gw_mcp_outbound_sessions(src->outbound));
 }
 
 static void http_part(struct out *o, const struct gw_metrics_sources *src)
@@ -417,6 +544,7 @@ int gw_metrics_format(const struct gw_metrics_sources *src, char **out,
     outbox_part(&o, src);
     transport_part(&o, src);
     mcp_part(&o, src);
+    outbound_part(&o, src);
     http_part(&o, src);
     loop_part(&o, src);
     if (o.oom) {

@@ -20,6 +20,7 @@
 #include "gateway/udp_audio.h"
 
 struct gw_mcp_server;
+struct gw_mcp_outbound;
 
 /* Where the figures come from; any pointer may be NULL but the first
  * four. */
@@ -33,6 +34,7 @@ struct gw_metrics_sources {
     struct gw_udp_audio *udp;
     struct gw_backend_ws *bws;
     const struct gw_mcp_server *mcp_server;
+    const struct gw_mcp_outbound *outbound; /* devices to MCP servers */
     /* Responses sent with an HTTP status, when the API runs. */
     uint64_t (*http_responses)(const void *arg, int status);
     /* Its connections and buffered bodies, when the API runs. */

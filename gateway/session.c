@@ -633,7 +633,8 @@ int gw_session_start(struct gw_sessions *t, const char *client_id,
     s->state = GW_SESSION_CONNECTING_BACKEND;
     s->started_ms = uv_now(env->loop);
     s->serial = ++t->next_serial;
-    gw_mcp_relay_init(&s->relay, &env->devices->links, send_mcp_to_backend, s);
+    gw_mcp_relay_init(&s->relay, env->devices, s->client_id, s->subject,
+                      send_mcp_to_backend, s);
     set_subject(s);
     uv_timer_init(env->loop, &s->timer);
     s->timer.data = s;

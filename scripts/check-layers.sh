@@ -39,10 +39,13 @@ if [ -n "$hits" ]; then
     fail "exit/abort on a runtime condition:"$'\n'"$hits"
 fi
 
-# The module of a gateway file: files that share a prefix form one module.
+# The module of a gateway file: files that share a prefix form one module;
+# mcp_peers (the records a device keeps of who listens to it, and the
+# routing of its notifications to them) is part of the device table.
 module_of() {
     local stem=${1%.*}
     case $stem in
+    device_table | mcp_peers) echo device_table ;;
     mcp_server*) echo mcp_server ;;
     udp_* | ssrc_table) echo udp ;;
     backend_*) echo backend ;;

@@ -6,14 +6,19 @@
  * discovery sends initialize and tools/list pages; the input answers them
  * and tools/call requests made here, in any shape. Checked: every request
  * gets exactly one reply, a result on success and a valid {code,message}
- * error otherwise; the tool cache never holds more than mcp.max_tools, and
- * the allow-list check works on whatever the cache holds.
+ * error otherwise; the tool cache never holds more than mcp.max_tools, the
+ * catalog lists never more than mcp.max_list_items, the allow-list and
+ * capability checks work on whatever they hold, and a peer's records
+ * are all gone once it leaves.
  *
  * Input: chunks separated by NUL bytes. A chunk "!c<name>" makes a
  * tools/call of that tool, "!r" re-reads the tools, "!o" / "!n" send the
- * device offline / online; any other chunk is the payload member of an
- * mcp message from the device, with each "@ID" replaced by the id of the
- * gateway's latest request to it (so that answers can match).
+ * device offline / online, "!s<uri>" / "!u<uri>" (un)subscribe the test
+ * peer, "!l<level>" sets its logging level, "!t<id>" gives it a task,
+ * "!p<method>" asks method with a progress token, "!x" makes the peer
+ * leave; any other chunk is the payload member of an mcp message from
+ * the device, with each "@ID" replaced by the id of the gateway's latest
+ * request to it (so that answers and progress can match).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,12 +35,14 @@
 #include "config/config.h"
 #include "gateway/config_hold.h"
 #include "gateway/device_table.h"
+#include "gateway/mcp_peers.h"
 #include "gateway/publish.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define DEV       "GID_fz@@@a0_85_e3_f4_49_34@@@0f8e"
 #define MAX_TOOLS 8
+#define MAX_ITEMS 4
 #define CHUNK_MAX 4096
 
 #define CHECK(cond)                                                            \
@@ -55,7 +62,8 @@ static void setup(void)
 {
     static const char text[] =
         "{\"backends\":[{\"name\":\"main\",\"url\":\"ws://127.0.0.1:9/\"}],"
-        "\"mcp\":{\"discover\":true,\"max_tools\":8,\"max_pending\":4}}";
+        "\"mcp\":{\"discover\":true,\"max_tools\":8,\"max_pending\":4,"
+        "\"max_list_items\":4}}";
     struct gw_config *cfg = NULL;
     char err[256];
 
@@ -86,6 +94,71 @@ static void on_reply(void *arg, const struct gw_mcp_reply *reply)
         cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(reply->error, "code")));
     CHECK(cJSON_IsString(
         cJSON_GetObjectItemCaseSensitive(reply->error, "message")));
+}
+
+/* The test peer: every notification it hears is checked for shape. */
+static unsigned heard;
+
+static void peer_notify(struct gw_mcp_peer *peer, const struct gw_device *dev,
+                        const char *method, const cJSON *params)
+{
+    (void)peer;
+    CHECK(dev != NULL && method != NULL && cJSON_IsObject(params));
+    heard++;
+}
+
+static const struct gw_mcp_peer_ops peer_ops = {.notify = peer_notify};
+static struct gw_mcp_peer peer;
+
+static void on_progress(void *arg, const cJSON *params)
+{
+    (void)arg;
+    /* The origin's own token, whatever the device sent. */
+    CHECK(cJSON_IsString(
+        cJSON_GetObjectItemCaseSensitive(params, "progressToken")));
+}
+
+static void peer_command(struct gw_device_table *t, char op, const char *arg)
+{
+    struct gw_device *d = gw_device_find(t, DEV);
+    enum gw_mcp_log_level level;
+
+    if (op == 'x') {
+        gw_mcp_peer_leave(t, &peer);
+        CHECK(peer.n_interests == 0);
+        return;
+    }
+    if (d == NULL) {
+        return;
+    }
+    switch (op) {
+    case 's':
+    case 'u':
+        asked++;
+        gw_mcp_subscribe(t, d, &peer, arg, op == 's', GW_MCP_FROM_CLIENT,
+                         on_reply, NULL, NULL);
+        break;
+    case 'l':
+        if (gw_mcp_log_level_parse(arg, &level) == 0) {
+            asked++;
+            gw_mcp_set_level(t, d, &peer, level, GW_MCP_FROM_CLIENT, on_reply,
+                             NULL, NULL);
+        }
+        break;
+    case 't':
+        gw_mcp_task_created(d, &peer, arg);
+        break;
+    case 'p': {
+        const struct gw_mcp_opts opts = {.on_progress = on_progress};
+        cJSON *params = cJSON_Parse("{\"_meta\":{\"progressToken\":\"fz\"}}");
+        asked++;
+        gw_mcp_request_with(&t->links, &d->link, arg[0] ? arg : "ping", params,
+                            &opts, GW_MCP_FROM_CLIENT, on_reply, NULL, NULL);
+        break;
+    }
+    default:
+        break;
+    }
 }
 
 static void presence(struct gw_device_table *t, bool online)
@@ -159,6 +232,13 @@ static void check_cache(struct gw_device_table *t)
     if (d != NULL) {
         CHECK(gw_tool_cache_count(&d->tools) <= MAX_TOOLS);
         CHECK(d->link.n_pending <= 64);
+        CHECK(d->interests.count <= GW_MCP_INTERESTS_MAX);
+        for (int k = 0; k < GW_MCP_LIST_COUNT_; k++) {
+            CHECK(cJSON_GetArraySize(d->catalog.lists[k].items) <= MAX_ITEMS);
+        }
+        char why[256];
+        (void)gw_mcp_catalog_allows(&d->catalog, DEV, "resources/read", why,
+                                    sizeof(why));
     }
 }
 
@@ -175,7 +255,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char chunk[CHUNK_MAX + 1];
 
     setup();
-    asked = answered = closed = 0;
+    asked = answered = closed = heard = 0;
+    gw_mcp_peer_init(&peer, &peer_ops, "fuzz peer", false);
     gw_device_table_init(&t, &loop, &live, &pub);
     presence(&t, true); /* discovery starts: initialize is asked */
     for (size_t off = 0; off < size;) {
@@ -201,6 +282,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 presence(&t, true);
                 break;
             default:
+                peer_command(&t, chunk[1], chunk + 2);
                 break;
             }
         } else {
@@ -209,6 +291,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_cache(&t);
         uv_run(&loop, UV_RUN_NOWAIT); /* the reaper's turn */
     }
+    gw_mcp_peer_leave(&t, &peer);
+    CHECK(peer.n_interests == 0);
     gw_device_table_close(&t, on_closed, NULL);
     while (closed == 0 && uv_run(&loop, UV_RUN_ONCE) != 0) {
     }

@@ -2,19 +2,28 @@
  * The MCP server's request path on arbitrary requests, without a socket:
  * paths (/mcp, /mcp/devices/{clientId}, anything), headers (session,
  * protocol version, content type, accept), methods and JSON bodies
- * (single messages, batches, tools/list cursors, tools/call), through the
- * HTTP API detached from any listener. Two devices are online, one with
- * enough tools for several pages; sessions of both protocol revisions
- * stay open across inputs. The first two bytes of an input choose path,
- * method and headers; the rest is the body. Invariants: every answer has a
- * status the server documents, never 500; a session is only ever ended by its
- * own DELETE, never to make room for another.
+ * (single messages, batches, every method: tools, resources, prompts,
+ * completion, logging, tasks, cursors, progress tokens, cancellations,
+ * and responses to the device's own requests), through the HTTP API
+ * detached from any listener. Two devices are online: one offering every
+ * capability, with enough tools and resources for several pages, the
+ * other tools only; sessions of both protocol revisions stay open across
+ * inputs, declaring sampling, elicitation and roots, and the first
+ * device's sessions hold a stream that goes nowhere, so that before each
+ * input the device's own sampling request waits for them (ids "gw-<n>",
+ * up to mcp.max_device_requests; every seventh input the device withdraws
+ * one). The first two bytes of an input choose path, method and headers;
+ * the rest is the body. Invariants: every answer has a status the server
+ * documents, never 500; a session is only ever ended by its own DELETE,
+ * never to make room for another.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/envelope.h"
+#include "codec/mcp_caps.h"
 #include "common/log.h"
 #include "config/config.h"
 #include "gateway/config_hold.h"
@@ -30,6 +39,7 @@
 #define DEV2       "GID_test@@@02_00_00_00_00_02@@@fuzz-2"
 #define DEV2_PATH  "GID_test%40%40%4002_00_00_00_00_02@@@fuzz-2"
 #define DEV1_TOOLS 150 /* pages of 100: a cursor to follow */
+#define DEV1_ITEMS 120 /* resources, likewise */
 #define INPUT_MAX  65536
 #define N_PATHS    3
 #define N_VERS     2
@@ -39,7 +49,7 @@ static const char config_text[] =
     "\"http\":{\"listen\":\"127.0.0.1\",\"port\":0,\"token\":\"" TOKEN "\","
     "\"max_body_bytes\":65536},"
     "\"mcp\":{\"discover\":false,\"max_sessions\":8,"
-    "\"call_timeout_ms\":1000}}";
+    "\"call_timeout_ms\":1000,\"max_list_items\":4096}}";
 
 static const char *const paths[N_PATHS] = {"/mcp", "/mcp/devices/" DEV1,
                                            "/mcp/devices/" DEV2_PATH};
@@ -55,11 +65,31 @@ static struct {
     struct gw_mcp_server *mcp;
     struct gw_http_api *api;
     char sid[N_PATHS][N_VERS][GW_MCP_SESSION_ID_LEN + 1]; /* ours */
+    unsigned inputs;
+    unsigned device_ids; /* of the first device's own requests */
 } W;
 
-static void device_with_tools(const char *client_id, int n)
+static cJSON *items_of(int n, const char *prefix, const char *suffix,
+                       const char *key)
+{
+    cJSON *items = cJSON_CreateArray();
+    char name[64];
+
+    for (int i = 0; items != NULL && i < n; i++) {
+        cJSON *it = cJSON_CreateObject();
+        snprintf(name, sizeof(name), "%s%d%s", prefix, i, suffix);
+        cJSON_AddStringToObject(it, key, name);
+        cJSON_AddStringToObject(it, "name", name);
+        cJSON_AddStringToObject(it, "description", "an item");
+        cJSON_AddItemToArray(items, it);
+    }
+    return items;
+}
+
+static void device_with_tools(const char *client_id, int n, unsigned caps)
 {
     struct gw_presence online = {.online = true};
+    struct gw_mcp_server_info info = {.caps = caps};
     struct gw_device *dev;
     cJSON *tools = cJSON_CreateArray();
     char name[32];
@@ -80,6 +110,82 @@ static void device_with_tools(const char *client_id, int n)
         cJSON_AddItemToArray(tools, t);
     }
     gw_tool_cache_set(&dev->tools, tools, false);
+    gw_mcp_catalog_set_info(&dev->catalog, &info);
+    if (caps & GW_MCP_CAP_RESOURCES) {
+        gw_mcp_catalog_set(&dev->catalog, GW_MCP_LIST_RESOURCES,
+                           items_of(DEV1_ITEMS, "device://r/", "", "uri"),
+                           false);
+        gw_mcp_catalog_set(&dev->catalog, GW_MCP_LIST_TEMPLATES,
+                           items_of(2, "device://t/", "/{x}", "uriTemplate"),
+                           false);
+    }
+    if (caps & GW_MCP_CAP_PROMPTS) {
+        gw_mcp_catalog_set(&dev->catalog, GW_MCP_LIST_PROMPTS,
+                           items_of(3, "prompt_", "", "name"), false);
+    }
+}
+
+/* The first device's sessions hold a stream that goes nowhere (writes
+ * to no request fail quietly), so its own requests have a taker. */
+static void stream_nowhere(struct gw_mcp_client *cl)
+{
+    struct gw_mcp_stream *st = calloc(1, sizeof(*st));
+
+    if (st == NULL) {
+        abort();
+    }
+    st->cl = cl;
+    st->next = cl->streams;
+    if (cl->streams != NULL) {
+        cl->streams->prev = st;
+    }
+    cl->streams = st;
+    cl->n_streams++;
+    W.mcp->stats.streams_open++;
+}
+
+static bool on_device_request(void *arg, struct gw_device *dev,
+                              const struct gw_rpc *rpc)
+{
+    return gw_mcp_server_device_request(arg, dev, rpc);
+}
+
+/* A message of the first device's own, as the MQTT dispatcher hands it. */
+static void device_says(const char *payload)
+{
+    char text[512];
+    struct gw_envelope env;
+    int n = snprintf(text, sizeof(text),
+                     "{\"type\":\"mcp\",\"session_id\":\"\",\"payload\":%s}",
+                     payload);
+
+    if (gw_envelope_parse(text, (size_t)n, sizeof(text), &env) != 0) {
+        abort();
+    }
+    (void)gw_device_on_mcp(&W.devices, DEV1, &env);
+    gw_envelope_free(&env);
+}
+
+/* Before each input: the device asks its client (up to the bound, then
+ * refused), and now and then withdraws an earlier request. */
+static void device_asks(void)
+{
+    char payload[256];
+
+    W.device_ids++;
+    snprintf(payload, sizeof(payload),
+             "{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":"
+             "\"sampling/createMessage\",\"params\":{\"messages\":[],"
+             "\"maxTokens\":8}}",
+             W.device_ids);
+    device_says(payload);
+    if (W.inputs % 7 == 6 && W.device_ids > 2) {
+        snprintf(payload, sizeof(payload),
+                 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                 "\"params\":{\"requestId\":%u}}",
+                 W.device_ids - 2);
+        device_says(payload);
+    }
 }
 
 static bool ours(const char *id)
@@ -107,7 +213,8 @@ static void open_session(int p, int v)
     int n = snprintf(body, sizeof(body),
                      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
                      "\"params\":{\"protocolVersion\":\"%s\","
-                     "\"capabilities\":{},\"clientInfo\":{\"name\":\"f\","
+                     "\"capabilities\":{\"sampling\":{},\"elicitation\":{},"
+                     "\"roots\":{}},\"clientInfo\":{\"name\":\"f\","
                      "\"version\":\"1\"}}}",
                      versions[v]);
     struct gw_mcp_client *cl, *tmp;
@@ -126,6 +233,9 @@ static void open_session(int p, int v)
     {
         if (!ours(cl->id)) {
             memcpy(W.sid[p][v], cl->id, sizeof(W.sid[p][v]));
+            if (p == 1) {
+                stream_nowhere(cl);
+            }
             return;
         }
     }
@@ -193,8 +303,9 @@ static void world_init(void)
     if (gw_http_api_init(&aenv, &W.api) != 0 || W.api == NULL) {
         abort();
     }
-    device_with_tools(DEV1, DEV1_TOOLS);
-    device_with_tools(DEV2, 3);
+    gw_device_table_set_request_handler(&W.devices, on_device_request, W.mcp);
+    device_with_tools(DEV1, DEV1_TOOLS, GW_MCP_CAPS_ALL);
+    device_with_tools(DEV2, 3, GW_MCP_CAP_TOOLS);
     sessions_reset();
 }
 
@@ -234,6 +345,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2 || size > INPUT_MAX) {
         return 0;
     }
+    W.inputs++;
+    device_asks();
     f0 = data[0];
     f1 = data[1];
     memcpy(text, data + 2, size - 2);

@@ -4,11 +4,21 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
+#include <mosquitto.h>
 
 #include "codec/envelope.h"
 #include "crypto/session_keys.h"
+#include "fixture.h"
 #include "fixture_parts.h"
 
 void gw_fixture_config_mcp(struct gw_config_live *live, const char *mcp_json)
@@ -54,4 +64,65 @@ void gw_fixture_peer_start(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
         gw_session_keys_unique_ssrc(ssrc, gw_udp_audio_ssrc_in_use, ua), 0);
     assert_int_equal(gw_udp_peer_start(ua, peer, *ssrc, key, frame_ms, owner),
                      0);
+}
+
+int gw_fixture_broker_start(struct gw_fixture_broker *b, const char *name)
+{
+    const char *tmp = getenv("TMPDIR");
+    pid_t parent = getpid();
+    FILE *fp;
+
+    memset(b, 0, sizeof(*b));
+    /* A short TMPDIR only: the paths must fit b's buffers. */
+    snprintf(b->dir, sizeof(b->dir), "%s/%s-XXXXXX",
+             tmp != NULL && strlen(tmp) < 40 ? tmp : P_tmpdir, name);
+    if (mkdtemp(b->dir) == NULL) {
+        return -1;
+    }
+    snprintf(b->conf, sizeof(b->conf), "%s/broker.conf", b->dir);
+    b->port = gw_fixture_free_port(SOCK_STREAM);
+    if ((fp = fopen(b->conf, "w")) == NULL) {
+        return -1;
+    }
+    fprintf(fp,
+            "listener %d 127.0.0.1\nallow_anonymous true\n"
+            "persistence false\nset_tcp_nodelay true\nlog_dest stderr\n"
+            "log_type error\nlog_type warning\n",
+            b->port);
+    fclose(fp);
+    mosquitto_lib_init();
+    b->pid = fork();
+    if (b->pid == 0) {
+        /* The broker ends with this program, however the program ends. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) {
+            _exit(1);
+        }
+        execlp("mosquitto", "mosquitto", "-c", b->conf, (char *)NULL);
+        _exit(127);
+    }
+    return b->pid > 0 ? 0 : -1;
+}
+
+void gw_fixture_broker_stop(struct gw_fixture_broker *b)
+{
+    int status;
+
+    if (b->pid > 0 && !b->exited) {
+        kill(b->pid, SIGTERM);
+        waitpid(b->pid, &status, 0);
+    }
+    unlink(b->conf);
+    rmdir(b->dir);
+    mosquitto_lib_cleanup();
+}
+
+bool gw_fixture_broker_exited(struct gw_fixture_broker *b)
+{
+    int status;
+
+    if (!b->exited && waitpid(b->pid, &status, WNOHANG) == b->pid) {
+        b->exited = true;
+    }
+    return b->exited;
 }

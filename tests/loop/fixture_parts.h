@@ -1,13 +1,16 @@
 /*
  * Set-up for loop tests of gateway parts, beside fixture.h: a running
  * config from a JSON mcp section, device MCP messages handed to the table
- * as the dispatcher would, and a UDP peer started with fresh keys.
+ * as the dispatcher would, a UDP peer started with fresh keys, and a real
+ * mosquitto for a test program.
  */
 #ifndef GW_TEST_FIXTURE_PARTS_H
 #define GW_TEST_FIXTURE_PARTS_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include <sys/types.h>
 
 #include "gateway/config_hold.h"
 #include "gateway/device_table.h"
@@ -26,5 +29,25 @@ bool gw_fixture_mcp_in(struct gw_device_table *t, const char *client_id,
 void gw_fixture_peer_start(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
                            uint8_t key[16], uint32_t *ssrc, unsigned frame_ms,
                            void *owner);
+
+/* A mosquitto on 127.0.0.1 that every test of one program shares. */
+struct gw_fixture_broker {
+    pid_t pid;
+    int port;
+    bool exited;
+    char dir[64];
+    char conf[96];
+};
+
+/*
+ * Starts it (anonymous, no persistence, errors and warnings on stderr)
+ * in a new directory named after name under TMPDIR; it ends with the
+ * program, however the program ends. 0 or -1, for cmocka's group setup.
+ */
+int gw_fixture_broker_start(struct gw_fixture_broker *b, const char *name);
+/* Stops it and removes its directory. */
+void gw_fixture_broker_stop(struct gw_fixture_broker *b);
+/* Whether it has exited (a wait that also watches it ends then). */
+bool gw_fixture_broker_exited(struct gw_fixture_broker *b);
 
 #endif /* GW_TEST_FIXTURE_PARTS_H */

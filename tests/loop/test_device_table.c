@@ -57,11 +57,12 @@ static int session_a, session_b;
 #define SESSION_A ((struct gw_session *)(void *)&session_a)
 #define SESSION_B ((struct gw_session *)(void *)&session_b)
 
-static void on_changed(void *arg, const struct gw_device *d)
+static void on_changed(void *arg, const struct gw_device *d, unsigned what)
 {
     struct event *e;
 
     assert_ptr_equal(arg, &T);
+    assert_true(what != 0);
     assert_true(T.n_events < MAX_EVENTS);
     e = &T.events[T.n_events++];
     e->state = d->state;

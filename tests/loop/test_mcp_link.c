@@ -1,7 +1,9 @@
 /*
  * Device MCP links (gateway/mcp_link.c) through the device table: what a
  * device receives over a real mosquitto, answers matched by id, and every
- * way a request ends (timeout, offline, busy, refused, shutdown).
+ * way a request ends (timeout, offline, busy, refused, shutdown); progress
+ * tokens, the device's own requests, its peers' subscriptions, levels and
+ * tasks (gateway/mcp_peers.c), and the catalog discovery reads.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -32,6 +34,8 @@
 #include "gateway/config_hold.h"
 #include "gateway/device_table.h"
 #include "gateway/mcp_link.h"
+#include "gateway/mcp_peers.h"
+#include "gateway/mcp_relay.h"
 #include "gateway/publish.h"
 
 #define DEV  "GID_test@@@a0_85_e3_f4_49_34@@@0f8e"
@@ -44,13 +48,7 @@
 #define PROBE_TOPIC "devices/probe/down"
 
 /* The broker every test of this program shares, started once. */
-static struct {
-    pid_t pid;
-    int port;
-    bool exited;
-    char dir[64];
-    char conf[96];
-} B;
+static struct gw_fixture_broker B;
 
 /* One request's end as its origin saw it. */
 struct reply {
@@ -103,65 +101,20 @@ static int session_a;
 
 static int broker_start(void **state)
 {
-    const char *tmp = getenv("TMPDIR");
-    pid_t parent = getpid();
-    FILE *fp;
-
     (void)state;
-    /* A short TMPDIR only: the paths must fit B's buffers. */
-    snprintf(B.dir, sizeof(B.dir), "%s/gwmcp-XXXXXX",
-             tmp != NULL && strlen(tmp) < 40 ? tmp : P_tmpdir);
-    if (mkdtemp(B.dir) == NULL) {
-        return -1;
-    }
-    snprintf(B.conf, sizeof(B.conf), "%s/broker.conf", B.dir);
-    B.port = gw_fixture_free_port(SOCK_STREAM);
-    if ((fp = fopen(B.conf, "w")) == NULL) {
-        return -1;
-    }
-    fprintf(fp,
-            "listener %d 127.0.0.1\nallow_anonymous true\n"
-            "persistence false\nset_tcp_nodelay true\nlog_dest stderr\n"
-            "log_type error\nlog_type warning\n",
-            B.port);
-    fclose(fp);
-    mosquitto_lib_init();
-    B.pid = fork();
-    if (B.pid == 0) {
-        /* The broker ends with this program, however the program ends. */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent) {
-            _exit(1);
-        }
-        execlp("mosquitto", "mosquitto", "-c", B.conf, (char *)NULL);
-        _exit(127);
-    }
-    return B.pid > 0 ? 0 : -1;
+    return gw_fixture_broker_start(&B, "gwmcp");
 }
 
 static int broker_stop(void **state)
 {
-    int status;
-
     (void)state;
-    if (B.pid > 0 && !B.exited) {
-        kill(B.pid, SIGTERM);
-        waitpid(B.pid, &status, 0);
-    }
-    unlink(B.conf);
-    rmdir(B.dir);
-    mosquitto_lib_cleanup();
+    gw_fixture_broker_stop(&B);
     return 0;
 }
 
 static bool broker_exited(void)
 {
-    int status;
-
-    if (!B.exited && waitpid(B.pid, &status, WNOHANG) == B.pid) {
-        B.exited = true;
-    }
-    return B.exited;
+    return gw_fixture_broker_exited(&B);
 }
 
 /* ---- the device side -------------------------------------------------- */
@@ -763,6 +716,28 @@ static void test_abandon(void **state)
     assert_int_equal(r1->calls + rb->calls + r3->calls, 0);
     assert_int_equal(
         T.t.links.stats.requests[GW_MCP_FROM_BACKEND][GW_MCP_CANCELLED], 3);
+
+    /* A call the device has, abandoned: it gives up its turn at once (a
+     * device honouring the cancel never answers), and an answer that
+     * comes anyway is swallowed, not counted as unsolicited. */
+    struct reply *rc = reply_new(), *rd = reply_new();
+    uint64_t hc = 0;
+    unsigned before = T.n_msgs;
+    request(&d->link, "tools/call", "{\"name\":\"c\"}", 0, rc, &hc);
+    request(&d->link, "tools/call", "{\"name\":\"d\"}", 0, rd, NULL);
+    wait_msgs(before + 1);
+    assert_string_equal(tool_name_of(before), "c");
+    uint32_t idc = id_of(before);
+    gw_mcp_abandon(&T.t.links, hc);
+    wait_msgs(before + 3);
+    assert_cancelled(before + 1, "", idc, "the client went away");
+    assert_string_equal(tool_name_of(before + 2), "d");
+    uint64_t unsolicited = T.t.links.stats.unsolicited;
+    assert_true(answer(DEV, idc, RESULT_EMPTY));
+    assert_int_equal(T.t.links.stats.unsolicited, unsolicited);
+    assert_true(answer(DEV, id_of(before + 2), RESULT_EMPTY));
+    assert_int_equal(rd->outcome, GW_MCP_OK);
+    assert_int_equal(rc->calls, 0);
 }
 
 /* A device that goes offline ends its requests at once with -32002. */
@@ -1032,6 +1007,678 @@ static void test_shutdown_with_discoveries_waiting(void **state)
     }
 }
 
+/* ---- the whole surface: progress, peers, the device's own requests ---- */
+
+/* Progress heard by the origin of one request. */
+static struct {
+    unsigned n;
+    char last[256];
+} P;
+
+static void on_progress(void *arg, const cJSON *params)
+{
+    char *text = cJSON_PrintUnformatted(params);
+
+    (void)arg;
+    assert_non_null(text);
+    P.n++;
+    snprintf(P.last, sizeof(P.last), "%s", text);
+    cJSON_free(text);
+}
+
+static void request_with(struct gw_mcp_link *link, const char *method,
+                         const char *params_json, gw_mcp_progress_cb progress,
+                         struct reply *r)
+{
+    struct gw_mcp_opts opts = {.on_progress = progress};
+    cJSON *params = cJSON_Parse(params_json);
+
+    assert_non_null(params);
+    T.in_request = true;
+    gw_mcp_request_with(&T.t.links, link, method, params, &opts,
+                        GW_MCP_FROM_CLIENT, on_reply, r, NULL);
+    T.in_request = false;
+}
+
+static const cJSON *params_of(unsigned i)
+{
+    return cJSON_GetObjectItemCaseSensitive(payload_of(i), "params");
+}
+
+/* The device gets the link's id as its token; its progress reaches the
+ * origin under the origin's own token, and only while it waits. A
+ * request whose origin hears no progress carries no token at all. */
+static void test_progress_tokens(void **state)
+{
+    struct reply *r1 = reply_new(), *r2 = reply_new();
+    char note[256];
+    struct gw_device *d;
+
+    (void)state;
+    memset(&P, 0, sizeof(P));
+    start("{\"discover\":false,\"call_timeout_ms\":600000}", true);
+    assert_int_equal(online(DEV), GW_PRESENCE_ARRIVED);
+    d = device(DEV);
+    request_with(&d->link, "resources/read",
+                 "{\"uri\":\"device://status\",\"_meta\":{\"progressToken\":"
+                 "\"tok-a\",\"other\":1}}",
+                 on_progress, r1);
+    request_with(&d->link, "resources/read",
+                 "{\"uri\":\"device://x\",\"_meta\":{\"progressToken\":7}}",
+                 NULL, r2);
+    wait_msgs(2);
+    uint32_t id1 = id_of(0);
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params_of(0), "_meta");
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
+    assert_true(cJSON_IsNumber(tok));
+    assert_true(tok->valuedouble == (double)id1);
+    assert_non_null(cJSON_GetObjectItemCaseSensitive(meta, "other"));
+    assert_null(cJSON_GetObjectItemCaseSensitive(params_of(1), "_meta"));
+
+    snprintf(note, sizeof(note),
+             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+             "\"params\":{\"progressToken\":%u,\"progress\":1,\"total\":3}}",
+             id1);
+    assert_true(gw_fixture_mcp_in(&T.t, DEV, note));
+    assert_int_equal(P.n, 1);
+    assert_string_equal(P.last, "{\"progressToken\":\"tok-a\",\"progress\":1,"
+                                "\"total\":3}");
+    /* The other request's id: its origin hears none, nothing is sent. */
+    snprintf(note, sizeof(note),
+             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+             "\"params\":{\"progressToken\":%u,\"progress\":1}}",
+             id_of(1));
+    assert_true(gw_fixture_mcp_in(&T.t, DEV, note));
+    assert_int_equal(P.n, 1);
+    assert_true(answer(DEV, id1, RESULT_EMPTY));
+    assert_int_equal(r1->outcome, GW_MCP_OK);
+    /* After the answer the token names nothing: dropped, counted. */
+    uint64_t unsolicited = T.t.links.stats.unsolicited;
+    snprintf(note, sizeof(note),
+             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+             "\"params\":{\"progressToken\":%u,\"progress\":2}}",
+             id1);
+    assert_true(gw_fixture_mcp_in(&T.t, DEV, note));
+    assert_int_equal(P.n, 1);
+    assert_int_equal(T.t.links.stats.unsolicited, unsolicited + 1);
+}
+
+/* The device's own requests: ping answered by the gateway, sampling with
+ * nobody to take it refused at once under the device's id, anything else
+ * left to the backend; gw_mcp_answer ends a request from the loop. */
+static void test_device_requests(void **state)
+{
+    struct reply *r = reply_new();
+    struct gw_device *d;
+
+    (void)state;
+    start("{\"discover\":false}", true);
+    assert_int_equal(online(DEV), GW_PRESENCE_ARRIVED);
+    d = device(DEV);
+    assert_true(gw_fixture_mcp_in(
+        &T.t, DEV, "{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"ping\"}"));
+    assert_true(gw_fixture_mcp_in(
+        &T.t, DEV,
+        "{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"sampling/createMessage\","
+        "\"params\":{\"messages\":[],\"maxTokens\":8}}"));
+    assert_true(gw_fixture_mcp_in(
+        &T.t, DEV,
+        "{\"jsonrpc\":\"2.0\",\"id\":\"r-43\",\"method\":\"roots/list\"}"));
+    assert_false(gw_fixture_mcp_in(
+        &T.t, DEV, "{\"jsonrpc\":\"2.0\",\"id\":44,\"method\":\"x/own\"}"));
+    wait_msgs(3);
+    assert_string_equal(T.msgs[0].text,
+                        "{\"session_id\":\"\",\"type\":\"mcp\",\"payload\":{"
+                        "\"jsonrpc\":\"2.0\",\"id\":41,\"result\":{}}}");
+    assert_string_equal(
+        T.msgs[1].text,
+        "{\"session_id\":\"\",\"type\":\"mcp\",\"payload\":{\"jsonrpc\":\"2."
+        "0\","
+        "\"id\":42,\"error\":{\"code\":-32006,\"message\":\"no MCP client of "
+        "this device declared sampling\"}}}");
+    assert_string_equal(
+        T.msgs[2].text,
+        "{\"session_id\":\"\",\"type\":\"mcp\",\"payload\":{\"jsonrpc\":\"2."
+        "0\","
+        "\"id\":\"r-43\",\"error\":{\"code\":-32006,\"message\":\"no MCP "
+        "client of this device declared roots\"}}}");
+
+    T.in_request = true;
+    gw_mcp_answer(&T.t.links, GW_MCP_FROM_CLIENT, NULL, on_reply, r, NULL);
+    T.in_request = false;
+    assert_int_equal(r->calls, 0);
+    GW_FIXTURE_RUN_UNTIL(&T.fx, r->calls > 0);
+    assert_int_equal(r->outcome, GW_MCP_OK);
+    assert_string_equal(r->result, "{}");
+    assert_int_equal(d->link.n_pending, 0);
+}
+
+/* Notifications each test peer heard. */
+struct heard {
+    struct gw_mcp_peer peer;
+    unsigned n;
+    char method[64];
+    char params[256];
+};
+
+static void heard_notify(struct gw_mcp_peer *peer, const struct gw_device *dev,
+                         const char *method, const cJSON *params)
+{
+    struct heard *h = GW_CONTAINER_OF(peer, struct heard, peer);
+    char *text = cJSON_PrintUnformatted(params);
+
+    assert_non_null(dev);
+    assert_non_null(text);
+    h->n++;
+    snprintf(h->method, sizeof(h->method), "%s", method);
+    snprintf(h->params, sizeof(h->params), "%s", text);
+    cJSON_free(text);
+}
+
+static const struct gw_mcp_peer_ops heard_ops = {.notify = heard_notify};
+
+/* A device that said in its initialize what it offers. */
+static struct gw_device *capable(const char *client_id, unsigned caps)
+{
+    struct gw_mcp_server_info info = {.caps = caps};
+    struct gw_device *d = device(client_id);
+
+    gw_mcp_catalog_set_info(&d->catalog, &info);
+    return d;
+}
+
+static void subscribe(struct gw_device *d, struct heard *h, const char *uri,
+                      bool on, struct reply *r)
+{
+    T.in_request = true;
+    gw_mcp_subscribe(&T.t, d, &h->peer, uri, on, GW_MCP_FROM_CLIENT, on_reply,
+                     r, NULL);
+    T.in_request = false;
+}
+
+static void notify_in(const char *client_id, const char *method,
+                      const char *params)
+{
+    char text[512];
+
+    snprintf(text, sizeof(text),
+             "{\"jsonrpc\":\"2.0\",\"method\":\"%s\",\"params\":%s}", method,
+             params);
+    assert_true(gw_fixture_mcp_in(&T.t, client_id, text));
+}
+
+/* One subscription per URI on the device whoever subscribes; updates go
+ * to every subscriber of that URI and nobody else; the device is
+ * unsubscribed when the last subscriber leaves, not before. */
+static void test_shared_subscriptions(void **state)
+{
+    struct heard a = {0}, b = {0};
+    struct reply *r[6];
+    struct gw_device *d;
+
+    (void)state;
+    for (int i = 0; i < 6; i++) {
+        r[i] = reply_new();
+    }
+    start("{\"discover\":false,\"call_timeout_ms\":600000}", true);
+    assert_int_equal(online(DEV), GW_PRESENCE_ARRIVED);
+    d = capable(DEV, GW_MCP_CAP_TOOLS | GW_MCP_CAP_RESOURCES |
+                         GW_MCP_CAP_RESOURCES_SUBSCRIBE);
+    gw_mcp_peer_init(&a.peer, &heard_ops, "peer a", false);
+    gw_mcp_peer_init(&b.peer, &heard_ops, "peer b", false);
+
+    subscribe(d, &a, "device://status", true, r[0]);
+    wait_msgs(1);
+    assert_string_equal(method_of(0), "resources/subscribe");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            params_of(0), "uri")),
+                        "device://status");
+    subscribe(d, &b, "device://status", true, r[1]); /* held: no message */
+    GW_FIXTURE_RUN_UNTIL(&T.fx, r[1]->calls > 0);
+    assert_int_equal(r[1]->outcome, GW_MCP_OK);
+    assert_int_equal(r[0]->calls, 0); /* still the device's to answer */
+    assert_true(answer(DEV, id_of(0), RESULT_EMPTY));
+    assert_int_equal(r[0]->outcome, GW_MCP_OK);
+
+    notify_in(DEV, "notifications/resources/updated",
+              "{\"uri\":\"device://status\"}");
+    notify_in(DEV, "notifications/resources/updated",
+              "{\"uri\":\"device://other\"}");
+    assert_int_equal(a.n, 1);
+    assert_int_equal(b.n, 1);
+    assert_string_equal(a.method, "notifications/resources/updated");
+    assert_string_equal(b.params, "{\"uri\":\"device://status\"}");
+
+    /* a leaves the URI: b still holds it, the device hears nothing. */
+    subscribe(d, &a, "device://status", false, r[2]);
+    GW_FIXTURE_RUN_UNTIL(&T.fx, r[2]->calls > 0);
+    notify_in(DEV, "notifications/resources/updated",
+              "{\"uri\":\"device://status\"}");
+    assert_int_equal(a.n, 1);
+    assert_int_equal(b.n, 2);
+    assert_int_equal(T.n_msgs, 1);
+
+    /* b's session ends: the device is unsubscribed. */
+    gw_mcp_peer_leave(&T.t, &b.peer);
+    assert_int_equal(b.peer.n_interests, 0);
+    wait_msgs(2);
+    assert_string_equal(method_of(1), "resources/unsubscribe");
+    notify_in(DEV, "notifications/resources/updated",
+              "{\"uri\":\"device://status\"}");
+    assert_int_equal(b.n, 2);
+
+    /* A device that did not offer subscriptions is never asked. */
+    assert_int_equal(online(DEV2), GW_PRESENCE_ARRIVED);
+    struct gw_device *d2 = capable(DEV2, GW_MCP_CAP_RESOURCES);
+    subscribe(d2, &a, "device://status", true, r[3]);
+    GW_FIXTURE_RUN_UNTIL(&T.fx, r[3]->calls > 0);
+    assert_failed(r[3], GW_MCP_REFUSED, GW_RPC_METHOD_NOT_FOUND,
+                  "device " DEV2 " does not offer resources.subscribe");
+    /* A refusal by the device takes the record back. */
+    subscribe(d, &a, "device://nope", true, r[4]);
+    wait_msgs(3);
+    assert_true(answer(DEV, id_of(2),
+                       "\"error\":{\"code\":-32002,\"message\":\"unknown\"}"));
+    assert_int_equal(r[4]->outcome, GW_MCP_ERROR);
+    assert_int_equal(a.peer.n_interests, 0);
+    /* Its origin gone before the device answers: no callback, and
+     * nothing of the subscription's own is left behind (ASan). */
+    uint64_t h = 0;
+    T.in_request = true;
+    gw_mcp_subscribe(&T.t, d, &a.peer, "device://z", true, GW_MCP_FROM_CLIENT,
+                     on_reply, r[5], &h);
+    T.in_request = false;
+    wait_msgs(4);
+    gw_mcp_abandon(&T.t.links, h);
+    wait_msgs(5); /* the device is told the origin went away */
+    assert_true(answer(DEV, id_of(3), RESULT_EMPTY));
+    assert_int_equal(r[5]->calls, 0);
+    assert_int_equal(a.peer.n_interests, 1); /* the device holds it */
+    gw_mcp_peer_leave(&T.t, &a.peer);
+    wait_msgs(6);
+    assert_string_equal(method_of(5), "resources/unsubscribe");
+}
+
+/* The device's level is the most verbose any peer asked for; messages go
+ * to each peer at or above its own level; a peer leaving lowers it. An
+ * all-devices peer's level reaches every device offering logging. */
+static void test_logging_levels(void **state)
+{
+    struct heard a = {0}, b = {0}, all = {0};
+    struct reply *r[4];
+    struct gw_device *d;
+
+    (void)state;
+    for (int i = 0; i < 4; i++) {
+        r[i] = reply_new();
+    }
+    start("{\"discover\":false,\"call_timeout_ms\":600000}", true);
+    assert_int_equal(online(DEV), GW_PRESENCE_ARRIVED);
+    d = capable(DEV, GW_MCP_CAP_TOOLS | GW_MCP_CAP_LOGGING);
+    gw_mcp_peer_init(&a.peer, &heard_ops, "peer a", false);
+    gw_mcp_peer_init(&b.peer, &heard_ops, "peer b", false);
+    gw_mcp_peer_init(&all.peer, &heard_ops, "peer all", true);
+
+    gw_mcp_set_level(&T.t, d, &a.peer, GW_MCP_LOG_WARNING, GW_MCP_FROM_CLIENT,
+                     on_reply, r[0], NULL);
+    wait_msgs(1);
+    assert_string_equal(method_of(0), "logging/setLevel");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            params_of(0), "level")),
+                        "warning");
+    assert_true(answer(DEV, id_of(0), RESULT_EMPTY));
+    gw_mcp_set_level(&T.t, d, &b.peer, GW_MCP_LOG_DEBUG, GW_MCP_FROM_CLIENT,
+                     on_reply, r[1], NULL);
+    wait_msgs(2);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            params_of(1), "level")),
+                        "debug");
+    assert_true(answer(DEV, id_of(1), RESULT_EMPTY));
+
+    notify_in(DEV, "notifications/message",
+              "{\"level\":\"info\",\"data\":\"i\"}");
+    notify_in(DEV, "notifications/message",
+              "{\"level\":\"error\",\"data\":\"e\"}");
+    assert_int_equal(a.n, 1); /* error only */
+    assert_int_equal(b.n, 2);
+    assert_string_equal(a.params, "{\"level\":\"error\",\"data\":\"e\"}");
+
+    /* b leaves: back to warning on the device. */
+    gw_mcp_peer_leave(&T.t, &b.peer);
+    wait_msgs(3);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            params_of(2), "level")),
+                        "warning");
+    assert_true(answer(DEV, id_of(2), RESULT_EMPTY));
+
+    /* All devices at notice: the answer does not wait for the device. */
+    gw_mcp_set_level(&T.t, NULL, &all.peer, GW_MCP_LOG_NOTICE,
+                     GW_MCP_FROM_CLIENT, on_reply, r[2], NULL);
+    GW_FIXTURE_RUN_UNTIL(&T.fx, r[2]->calls > 0 && T.n_msgs >= 4);
+    assert_int_equal(r[2]->outcome, GW_MCP_OK);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            params_of(3), "level")),
+                        "notice");
+    notify_in(DEV, "notifications/message",
+              "{\"level\":\"notice\",\"data\":\"n\"}");
+    assert_int_equal(all.n, 1);
+    assert_int_equal(a.n, 1);
+    gw_mcp_peer_leave(&T.t, &all.peer);
+    gw_mcp_peer_leave(&T.t, &a.peer);
+
+    /* A device without logging: refused without a word to it. */
+    assert_int_equal(online(DEV2), GW_PRESENCE_ARRIVED);
+    gw_mcp_set_level(&T.t, capable(DEV2, GW_MCP_CAP_TOOLS), &a.peer,
+                     GW_MCP_LOG_INFO, GW_MCP_FROM_CLIENT, on_reply, r[3], NULL);
+    GW_FIXTURE_RUN_UNTIL(&T.fx, r[3]->calls > 0);
+    assert_failed(r[3], GW_MCP_REFUSED, GW_RPC_METHOD_NOT_FOUND,
+                  "device " DEV2 " does not offer logging");
+}
+
+/* A task's status goes to the peer that created it, and no other. */
+static void test_task_status(void **state)
+{
+    struct heard a = {0}, b = {0};
+    struct gw_device *d;
+
+    (void)state;
+    start("{\"discover\":false}", true);
+    assert_int_equal(online(DEV), GW_PRESENCE_ARRIVED);
+    d = capable(DEV, GW_MCP_CAP_TOOLS | GW_MCP_CAP_TASKS);
+    gw_mcp_peer_init(&a.peer, &heard_ops, "peer a", false);
+    gw_mcp_peer_init(&b.peer, &heard_ops, "peer b", false);
+    gw_mcp_task_created(d, &a.peer, "job-1");
+    gw_mcp_task_created(d, &b.peer, "job-2");
+    notify_in(DEV, "notifications/tasks/status",
+              "{\"taskId\":\"job-1\",\"status\":\"completed\"}");
+    assert_int_equal(a.n, 1);
+    assert_int_equal(b.n, 0);
+    /* A notification without what names its target: dropped, counted. */
+    uint64_t refused = T.t.links.stats.refused;
+    notify_in(DEV, "notifications/tasks/status", "{\"status\":\"x\"}");
+    notify_in(DEV, "notifications/message", "{\"level\":\"loud\"}");
+    assert_int_equal(T.t.links.stats.refused, refused + 2);
+    /* The device going offline takes its records; the peers stay whole. */
+    assert_int_equal(offline(DEV), GW_PRESENCE_LEFT);
+    assert_int_equal(a.peer.n_interests, 0);
+    assert_int_equal(b.peer.n_interests, 0);
+}
+
+/* Changes each listener heard. */
+static struct {
+    unsigned n;
+    unsigned what;
+} C;
+
+static void on_changed(void *arg, const struct gw_device *dev, unsigned what)
+{
+    (void)arg;
+    (void)dev;
+    C.n++;
+    C.what |= what;
+}
+
+/* Answers the oldest request of method not yet answered with result. */
+static void answer_method(unsigned *next, const char *method,
+                          const char *result)
+{
+    char member[600];
+
+    wait_msgs(*next + 1);
+    assert_string_equal(method_of(*next), method);
+    snprintf(member, sizeof(member), "\"result\":%s", result);
+    assert_true(answer(DEV, id_of(*next), member));
+    (*next)++;
+}
+
+/* Discovery reads what the device offers, and only that: tools, then
+ * resources, templates and prompts, each page by page. */
+static void test_catalog_discovery(void **state)
+{
+    unsigned next = 0;
+    struct gw_device *d;
+
+    (void)state;
+    memset(&C, 0, sizeof(C));
+    start("{\"call_timeout_ms\":600000,\"max_list_items\":2}", true);
+    gw_device_table_set_listener(&T.t, on_changed, NULL);
+    assert_int_equal(online(DEV), GW_PRESENCE_ARRIVED);
+    d = device(DEV);
+    wait_msgs(1);
+    assert_string_equal(method_of(0), "initialize");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            params_of(0), "protocolVersion")),
+                        "2025-11-25");
+    /* Changes told before any list was asked: this run reads them all,
+     * no second run follows. */
+    assert_false(gw_fixture_mcp_in(&T.t, DEV,
+                                   "{\"jsonrpc\":\"2.0\",\"method\":"
+                                   "\"notifications/tools/list_changed\"}"));
+    assert_false(gw_fixture_mcp_in(&T.t, DEV,
+                                   "{\"jsonrpc\":\"2.0\",\"method\":"
+                                   "\"notifications/prompts/list_changed\"}"));
+    assert_false(d->discovery.again);
+    answer_method(&next, "initialize",
+                  "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{"
+                  "\"tools\":{},\"resources\":{\"subscribe\":true},"
+                  "\"prompts\":{}},\"serverInfo\":{\"name\":\"esp\","
+                  "\"version\":\"2\"}}");
+    wait_msgs(next + 1);
+    assert_string_equal(method_of(next), "notifications/initialized");
+    next++;
+    answer_method(&next, "tools/list",
+                  "{\"tools\":[{\"name\":\"self.a\",\"inputSchema\":{}}]}");
+    answer_method(&next, "resources/list",
+                  "{\"resources\":[{\"uri\":\"device://a\",\"name\":\"a\"}],"
+                  "\"nextCursor\":\"p2\"}");
+    wait_msgs(next + 1);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            params_of(next), "cursor")),
+                        "p2");
+    /* Over mcp.max_list_items: cut there. */
+    answer_method(&next, "resources/list",
+                  "{\"resources\":[{\"uri\":\"device://b\",\"name\":\"b\"},"
+                  "{\"uri\":\"device://c\",\"name\":\"c\"}]}");
+    /* A device without templates: that list fails alone. */
+    wait_msgs(next + 1);
+    assert_string_equal(method_of(next), "resources/templates/list");
+    assert_true(answer(DEV, id_of(next),
+                       "\"error\":{\"code\":-32601,\"message\":\"no\"}"));
+    next++;
+    answer_method(&next, "prompts/list",
+                  "{\"prompts\":[{\"name\":\"greeting\",\"arguments\":[{"
+                  "\"name\":\"name\",\"required\":true}]}]}");
+    GW_FIXTURE_RUN_UNTIL(&T.fx, d->discovery.state == GW_MCP_READY);
+    assert_false(d->discovery.running);
+    assert_true(d->catalog.known);
+    assert_string_equal(d->catalog.info.name, "esp");
+    assert_true(
+        gw_mcp_catalog_offers(&d->catalog, GW_MCP_CAP_RESOURCES_SUBSCRIBE));
+    assert_false(gw_mcp_catalog_offers(&d->catalog, GW_MCP_CAP_LOGGING));
+    assert_int_equal(d->catalog.lists[GW_MCP_LIST_RESOURCES].state,
+                     GW_TOOL_LIST_TRUNCATED);
+    assert_int_equal(
+        cJSON_GetArraySize(d->catalog.lists[GW_MCP_LIST_RESOURCES].items), 2);
+    assert_null(gw_mcp_catalog_items(&d->catalog, GW_MCP_LIST_RESOURCES));
+    assert_int_equal(d->catalog.lists[GW_MCP_LIST_TEMPLATES].state,
+                     GW_TOOL_LIST_FAILED);
+    assert_non_null(gw_mcp_catalog_items(&d->catalog, GW_MCP_LIST_PROMPTS));
+    assert_true(gw_tool_cache_complete(&d->tools));
+    assert_int_equal(C.what & (GW_DEVICE_CHANGED_TOOLS |
+                               GW_DEVICE_CHANGED_RESOURCES |
+                               GW_DEVICE_CHANGED_PROMPTS),
+                     GW_DEVICE_CHANGED_TOOLS | GW_DEVICE_CHANGED_RESOURCES |
+                         GW_DEVICE_CHANGED_PROMPTS);
+    char why[128];
+    assert_false(gw_mcp_catalog_allows(&d->catalog, DEV, "logging/setLevel",
+                                       why, sizeof(why)));
+    assert_string_equal(why, "device " DEV " does not offer logging");
+    assert_true(gw_mcp_catalog_allows(&d->catalog, DEV, "prompts/get", why,
+                                      sizeof(why)));
+
+    /* prompts/list_changed reads the lists again; a device that no
+     * longer offers prompts loses its list. */
+    /* Read here, and passed on to the backend too (not consumed). */
+    assert_false(gw_fixture_mcp_in(&T.t, DEV,
+                                   "{\"jsonrpc\":\"2.0\",\"method\":"
+                                   "\"notifications/prompts/list_changed\"}"));
+    answer_method(&next, "initialize",
+                  "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{"
+                  "\"tools\":{}}}");
+    next++; /* notifications/initialized */
+    answer_method(&next, "tools/list", "{\"tools\":[]}");
+    GW_FIXTURE_RUN_UNTIL(&T.fx,
+                         d->discovery.state == GW_MCP_READY &&
+                             d->catalog.lists[GW_MCP_LIST_PROMPTS].state ==
+                                 GW_TOOL_LIST_NONE);
+    assert_false(gw_mcp_catalog_offers(&d->catalog, GW_MCP_CAP_PROMPTS));
+}
+
+/* What the backend of a relay received. */
+static struct {
+    unsigned n;
+    char last[512];
+    char all[2048];
+} BK;
+
+static void backend_send(void *arg, const cJSON *payload)
+{
+    char *text = cJSON_PrintUnformatted(payload);
+
+    (void)arg;
+    assert_non_null(text);
+    BK.n++;
+    snprintf(BK.last, sizeof(BK.last), "%s", text);
+    strncat(BK.all, text, sizeof(BK.all) - strlen(BK.all) - 1);
+    cJSON_free(text);
+}
+
+static void backend_in(struct gw_mcp_relay *relay, struct gw_device *dev,
+                       const char *payload)
+{
+    char text[1024];
+    struct gw_envelope env;
+    int n = snprintf(text, sizeof(text),
+                     "{\"type\":\"mcp\",\"session_id\":\"s1\",\"payload\":%s}",
+                     payload);
+
+    assert_int_equal(gw_envelope_parse(text, (size_t)n, sizeof(text), &env), 0);
+    assert_int_equal(
+        gw_mcp_relay_from_backend(relay, dev, &env, text, (size_t)n), 0);
+    gw_envelope_free(&env);
+}
+
+/* The backend's side: a method the device does not offer is refused
+ * without a word to it; progress comes back under the backend's token;
+ * the backend's cancel reaches the device under the link's id and gets
+ * no answer; contents over mcp.max_resource_bytes are refused with the
+ * size; a subscription of the backend is one peer's among others. */
+static void test_backend_relay(void **state)
+{
+    struct gw_mcp_relay relay;
+    struct heard a = {0};
+    struct reply *r = reply_new();
+    char note[256];
+    struct gw_device *d;
+
+    (void)state;
+    memset(&BK, 0, sizeof(BK));
+    start("{\"discover\":false,\"call_timeout_ms\":600000,"
+          "\"max_resource_bytes\":1024}",
+          true);
+    assert_int_equal(online(DEV), GW_PRESENCE_ARRIVED);
+    d = capable(DEV, GW_MCP_CAP_TOOLS | GW_MCP_CAP_RESOURCES |
+                         GW_MCP_CAP_RESOURCES_SUBSCRIBE);
+    gw_mcp_relay_init(&relay, &T.t, DEV, "sid=s1", backend_send, NULL);
+
+    backend_in(&relay, d,
+               "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/list\"}");
+    GW_FIXTURE_RUN_UNTIL(&T.fx, BK.n == 1);
+    assert_string_equal(BK.last,
+                        "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":"
+                        "-32601,\"message\":\"device " DEV
+                        " does not offer prompts\"}}");
+
+    backend_in(&relay, d,
+               "{\"jsonrpc\":\"2.0\",\"id\":\"b2\",\"method\":"
+               "\"resources/read\",\"params\":{\"uri\":\"device://big\","
+               "\"_meta\":{\"progressToken\":\"bt\"}}}");
+    wait_msgs(1);
+    uint32_t id2 = id_of(0);
+    snprintf(note, sizeof(note),
+             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+             "\"params\":{\"progressToken\":%u,\"progress\":5}}",
+             id2);
+    assert_true(gw_fixture_mcp_in(&T.t, DEV, note));
+    assert_int_equal(BK.n, 2);
+    assert_string_equal(BK.last, "{\"jsonrpc\":\"2.0\",\"method\":"
+                                 "\"notifications/progress\",\"params\":{"
+                                 "\"progressToken\":\"bt\",\"progress\":5}}");
+    /* 1025 bytes of text, one over the limit. */
+    char big[1200];
+    char text[1100];
+    memset(text, 'x', 1025);
+    text[1025] = '\0';
+    snprintf(big, sizeof(big),
+             "{\"jsonrpc\":\"2.0\",\"id\":%u,\"result\":{\"contents\":[{"
+             "\"uri\":\"device://big\",\"text\":\"%s\"}]}}",
+             id2, text);
+    assert_true(gw_fixture_mcp_in(&T.t, DEV, big));
+    assert_int_equal(BK.n, 3);
+    assert_non_null(
+        strstr(BK.last, "\"id\":\"b2\",\"error\":{\"code\":-32603"));
+    assert_non_null(strstr(BK.last, "1025"));
+    assert_non_null(strstr(BK.last, "1024"));
+
+    /* Cancelled by the backend: the device hears its own id. */
+    backend_in(&relay, d,
+               "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/read\","
+               "\"params\":{\"uri\":\"device://slow\"}}");
+    wait_msgs(2);
+    uint32_t id3 = id_of(1);
+    backend_in(&relay, d,
+               "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+               "\"params\":{\"requestId\":3,\"reason\":\"no\"}}");
+    wait_msgs(3);
+    assert_string_equal(method_of(2), "notifications/cancelled");
+    assert_true(cJSON_GetObjectItemCaseSensitive(params_of(2), "requestId")
+                    ->valuedouble == (double)id3);
+    assert_true(answer(DEV, id3, "\"result\":{\"contents\":[]}"));
+    assert_int_equal(BK.n, 3); /* no answer to a cancelled request */
+
+    /* The backend and an MCP client on one URI: one device subscription,
+     * kept while either holds it. */
+    backend_in(&relay, d,
+               "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":"
+               "\"resources/subscribe\",\"params\":{\"uri\":\"device://s\"}}");
+    wait_msgs(4);
+    assert_string_equal(method_of(3), "resources/subscribe");
+    assert_true(answer(DEV, id_of(3), RESULT_EMPTY));
+    assert_int_equal(BK.n, 4);
+    assert_string_equal(BK.last,
+                        "{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{}}");
+    gw_mcp_peer_init(&a.peer, &heard_ops, "peer a", false);
+    subscribe(d, &a, "device://s", true, r);
+    GW_FIXTURE_RUN_UNTIL(&T.fx, r->calls > 0);
+    notify_in(DEV, "notifications/resources/updated",
+              "{\"uri\":\"device://s\"}");
+    assert_int_equal(a.n, 1);
+    assert_int_equal(BK.n, 5);
+    assert_string_equal(BK.last, "{\"jsonrpc\":\"2.0\",\"method\":"
+                                 "\"notifications/resources/updated\","
+                                 "\"params\":{\"uri\":\"device://s\"}}");
+    /* The session ends: the client still holds the URI. */
+    gw_mcp_relay_close(&relay);
+    notify_in(DEV, "notifications/resources/updated",
+              "{\"uri\":\"device://s\"}");
+    assert_int_equal(a.n, 2);
+    assert_int_equal(BK.n, 5);
+    assert_int_equal(T.n_msgs, 4);
+    gw_mcp_peer_leave(&T.t, &a.peer);
+    wait_msgs(5);
+    assert_string_equal(method_of(4), "resources/unsubscribe");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1049,6 +1696,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_with_discoveries_waiting,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress_tokens, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_device_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shared_subscriptions, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_logging_levels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_task_status, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_catalog_discovery, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_backend_relay, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, broker_start, broker_stop);
