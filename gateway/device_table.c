@@ -444,20 +444,6 @@ int gw_device_refresh(struct gw_device_table *t, const char *client_id)
     return 0;
 }
 
-/* Answers a request of the device's own with a gateway error. */
-static void respond_error(struct gw_device *d, const struct gw_rpc *rpc,
-                          int code, const char *message)
-{
-    cJSON *err = cJSON_CreateObject();
-
-    if (err == NULL || cJSON_AddNumberToObject(err, "code", code) == NULL ||
-        cJSON_AddStringToObject(err, "message", message) == NULL) {
-        cJSON_Delete(err);
-        return;
-    }
-    (void)gw_mcp_link_respond(&d->link, rpc->id, NULL, err);
-}
-
 /* A request of the device's own: true when the gateway answered it. */
 static bool device_request(struct gw_device_table *t, struct gw_device *d,
                            const struct gw_rpc *rpc, const char *subject)
@@ -479,7 +465,7 @@ static bool device_request(struct gw_device_table *t, struct gw_device *d,
     snprintf(text, sizeof(text), "no MCP client of this device declared %s",
              gw_mcp_client_cap_name(need));
     gw_log(GW_LOG_INFO, subject, "%s refused: %s", rpc->method, text);
-    respond_error(d, rpc, GW_RPC_NO_CLIENT, text);
+    (void)gw_mcp_link_respond_error(&d->link, rpc->id, GW_RPC_NO_CLIENT, text);
     return true;
 }
 

@@ -700,3 +700,16 @@ int gw_mcp_link_respond(struct gw_mcp_link *link, const cJSON *id,
     cJSON_Delete(msg);
     return rc;
 }
+
+int gw_mcp_link_respond_error(struct gw_mcp_link *link, const cJSON *id,
+                              int code, const char *message)
+{
+    cJSON *err = cJSON_CreateObject();
+
+    if (err == NULL || cJSON_AddNumberToObject(err, "code", code) == NULL ||
+        cJSON_AddStringToObject(err, "message", message) == NULL) {
+        cJSON_Delete(err);
+        return GW_ENOMEM;
+    }
+    return gw_mcp_link_respond(link, id, NULL, err);
+}

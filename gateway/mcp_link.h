@@ -223,6 +223,10 @@ bool gw_mcp_link_on_progress(struct gw_mcp_link *link,
 int gw_mcp_link_respond(struct gw_mcp_link *link, const cJSON *id,
                         cJSON *result, cJSON *error);
 
+/* Answers a request the device sent with the gateway's own error. */
+int gw_mcp_link_respond_error(struct gw_mcp_link *link, const cJSON *id,
+                              int code, const char *message);
+
 /* Sends a notification (params moved) to the device; nothing waits. */
 int gw_mcp_link_notify(struct gw_mcp_link *link, const char *method,
                        cJSON *params);

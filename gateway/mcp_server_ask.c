@@ -33,18 +33,11 @@ static char *subject_of(const struct gw_device *dev, char *out, size_t cap)
     return out;
 }
 
-/* An error to the device's own request id (nothing to do if it is gone). */
+/* An error to the device's own request id. */
 static void to_device(struct gw_device *dev, const cJSON *id, int code,
                       const char *message)
 {
-    cJSON *err = cJSON_CreateObject();
-
-    if (err == NULL || cJSON_AddNumberToObject(err, "code", code) == NULL ||
-        cJSON_AddStringToObject(err, "message", message) == NULL) {
-        cJSON_Delete(err);
-        return;
-    }
-    (void)gw_mcp_link_respond(&dev->link, id, NULL, err);
+    (void)gw_mcp_link_respond_error(&dev->link, id, code, message);
 }
 
 static void on_ask_closed(uv_handle_t *handle)
