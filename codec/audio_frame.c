@@ -1,4 +1,4 @@
-/* Backend WebSocket audio framings v2, v3 and raw: header in, header out. */
+/* Backend WebSocket audio framings v2, v3, raw and pcm16: headers. */
 #include "codec/audio_frame.h"
 
 #include <stdbool.h>
@@ -26,6 +26,7 @@ size_t gw_audio_frame_header_len(enum gw_framing framing)
     case GW_FRAMING_V3:
         return GW_AUDIO_FRAME_V3_HEADER_LEN;
     case GW_FRAMING_RAW:
+    case GW_FRAMING_PCM16:
         return 0;
     }
     return 0;
@@ -34,7 +35,16 @@ size_t gw_audio_frame_header_len(enum gw_framing framing)
 static bool framing_known(enum gw_framing framing)
 {
     return framing == GW_FRAMING_V2 || framing == GW_FRAMING_V3 ||
-           framing == GW_FRAMING_RAW;
+           framing == GW_FRAMING_RAW || framing == GW_FRAMING_PCM16;
+}
+
+size_t gw_audio_frame_max_payload(enum gw_framing framing)
+{
+    if (!framing_known(framing)) {
+        return 0;
+    }
+    return framing == GW_FRAMING_PCM16 ? GW_AUDIO_FRAME_PCM16_MAX_PAYLOAD
+                                       : GW_AUDIO_FRAME_MAX_PAYLOAD;
 }
 
 int gw_audio_frame_header(enum gw_framing framing, uint32_t ts,
@@ -46,7 +56,7 @@ int gw_audio_frame_header(enum gw_framing framing, uint32_t ts,
     if (!framing_known(framing)) {
         return GW_EINVAL;
     }
-    if (payload_len > GW_AUDIO_FRAME_MAX_PAYLOAD) {
+    if (payload_len > gw_audio_frame_max_payload(framing)) {
         return GW_ETOOBIG;
     }
     if (need > 0 && (hdr == NULL || cap < need)) {
@@ -67,6 +77,7 @@ int gw_audio_frame_header(enum gw_framing framing, uint32_t ts,
         hdr[3] = (uint8_t)payload_len;
         break;
     case GW_FRAMING_RAW:
+    case GW_FRAMING_PCM16:
         break;
     }
     *hdr_len = need;
@@ -102,9 +113,9 @@ int gw_audio_frame_encode(enum gw_framing framing, uint32_t ts,
 }
 
 /* Checks a declared length against the limit and the bytes present. */
-static int check_length(size_t declared, size_t present)
+static int check_length(size_t declared, size_t present, size_t max)
 {
-    if (declared > GW_AUDIO_FRAME_MAX_PAYLOAD) {
+    if (declared > max) {
         return GW_ETOOBIG;
     }
     if (present < declared) {
@@ -147,11 +158,19 @@ int gw_audio_frame_decode(enum gw_framing framing, const uint8_t *buf,
         }
         declared = (size_t)buf[2] << 8 | buf[3];
         break;
+    case GW_FRAMING_PCM16:
+        /* Any length: the connection's message limit bounds it, and the
+         * PCM bridge judges whole samples. */
+        *ts = 0;
+        *payload = buf;
+        *payload_len = len;
+        return 0;
     default:
         declared = len;
         break;
     }
-    err = check_length(declared, len - hlen);
+    err =
+        check_length(declared, len - hlen, gw_audio_frame_max_payload(framing));
     if (err < 0) {
         return err;
     }

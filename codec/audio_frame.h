@@ -15,9 +15,10 @@
 
 /* Binary audio framing toward a backend (docs/protocol.md section 6). */
 #define GW_FRAMING_MAP(XX)                                                     \
-    XX(V2, "v2")   /* 16-byte header, xiaozhi server ?from=mqtt_gateway */     \
-    XX(V3, "v3")   /* 4-byte header */                                         \
-    XX(RAW, "raw") /* the Opus packet alone */
+    XX(V2, "v2")       /* 16-byte header, xiaozhi server ?from=mqtt_gateway */ \
+    XX(V3, "v3")       /* 4-byte header */                                     \
+    XX(RAW, "raw")     /* the Opus packet alone */                             \
+    XX(PCM16, "pcm16") /* 16-bit LE mono PCM; the gateway transcodes */
 
 enum gw_framing {
 #define XX(name, _) GW_FRAMING_##name,
@@ -31,6 +32,9 @@ enum gw_framing {
  *      bytes 0..7 on downlink; they are ignored)
  * v3:  u8 type = 0, u8 reserved, u16 opus length, opus (no timestamp)
  * raw: opus
+ * pcm16: 16-bit little-endian mono PCM alone, no header (uplink: one
+ *      device frame per message; downlink: any whole samples, cut into
+ *      frames by gateway/pcm_bridge.c)
  */
 #define GW_AUDIO_FRAME_V2_HEADER_LEN  16
 #define GW_AUDIO_FRAME_V3_HEADER_LEN  4
@@ -41,6 +45,15 @@ enum gw_framing {
  * to a device, so it is refused at the framing layer.
  */
 #define GW_AUDIO_FRAME_MAX_PAYLOAD GW_UDP_MAX_PAYLOAD
+/*
+ * pcm16 carries decoded audio: one device frame of up to 120 ms at 48 kHz,
+ * 2 bytes a sample. Downlink messages are bounded by the connection's
+ * limits.max_message_bytes before they get here.
+ */
+#define GW_AUDIO_FRAME_PCM16_MAX_PAYLOAD (48 * 120 * 2)
+
+/* The largest payload the framing carries (0 if unknown). */
+size_t gw_audio_frame_max_payload(enum gw_framing framing);
 
 /* Header bytes in front of the payload: 16, 4 or 0 (also 0 if unknown). */
 size_t gw_audio_frame_header_len(enum gw_framing framing);
@@ -79,6 +92,8 @@ GW_MUST_CHECK int gw_audio_frame_encode(enum gw_framing framing, uint32_t ts,
  *   payload over the limit      -> GW_ETOOBIG (the declared length is
  *                                  checked before the bytes present)
  *   unknown framing             -> GW_EINVAL
+ * pcm16 has no length field: the whole message is the payload, of any
+ * length (the WebSocket layer bounds it by limits.max_message_bytes).
  * Outputs are written only on success. The Node gateway and the firmware
  * trust the length field without a bounds check; we do not.
  */

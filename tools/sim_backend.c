@@ -248,8 +248,9 @@ static int open_outputs(struct mock *m)
         }
     }
     m->dec = opus_decoder_create(16000, 1, &err);
+    /* pcm16 messages are the largest (section 6.4). */
     m->tx = malloc(LWS_PRE + GW_AUDIO_FRAME_MAX_HEADER_LEN +
-                   GW_AUDIO_FRAME_MAX_PAYLOAD);
+                   GW_AUDIO_FRAME_PCM16_MAX_PAYLOAD);
     if ((m->opt.events_path != NULL && m->events == NULL) ||
         (m->opt.latency_path != NULL && m->latency == NULL)) {
         fprintf(stderr, "hybridgw-sim backend: cannot open an output file\n");

@@ -10,7 +10,7 @@
 
 #include "common/log.h"
 
-const char *const gw_sim_be_framing_names[3] = {"v2", "v3", "raw"};
+const char *const gw_sim_be_framing_names[4] = {"v2", "v3", "raw", "pcm16"};
 
 static void usage(FILE *out)
 {
@@ -27,7 +27,11 @@ static void usage(FILE *out)
         " does\n"
         "  --framing F              auto (v2 if the query is exactly\n"
         "                           from=mqtt_gateway, else raw) | v2 | v3 |"
-        " raw\n"
+        " raw |\n"
+        "                           pcm16 (PCM both ways: a tone down, the\n"
+        "                           frequency heard up in each turn event)\n"
+        "  --pcm-tone-hz N          pcm16: the tone sent down (440)\n"
+        "  --no-hello-rate          hello audio_params without sample_rate\n"
         "  --no-hello               never answer the hello\n"
         "  --hello-delay-ms N       answer it N ms late\n"
         "  --turn-frames N          uplink frames that end a turn (10; 0: "
@@ -96,7 +100,7 @@ static bool parse_auth_fail(const char *s, struct mock_opts *o)
 static bool parse_framing(const char *s, struct mock_opts *o)
 {
     o->framing = -1;
-    for (int i = GW_FRAMING_V2; i <= GW_FRAMING_RAW; i++) {
+    for (int i = GW_FRAMING_V2; i <= GW_FRAMING_PCM16; i++) {
         if (strcmp(s, gw_sim_be_framing_names[i]) == 0) {
             o->framing = i;
         }
@@ -161,6 +165,8 @@ static const struct opt_def opt_defs[] = {
     {"turn-frames", K_INT, OPT(turn_frames), 0, 1000000, NULL},
     {"tts-frames", K_INT, OPT(tts_frames), 0, GW_SIM_BACKEND_MAX_TTS, NULL},
     {"tts-rate", K_INT, OPT(tts_rate), 8000, 48000, check_rate},
+    {"pcm-tone-hz", K_INT, OPT(pcm_tone_hz), 50, 4000, NULL},
+    {"no-hello-rate", K_ON, OPT(no_hello_rate), 0, 0, NULL},
     {"tts-stop-delay-ms", K_INT, OPT(tts_stop_delay_ms), 0, 60000, NULL},
     {"no-pace", K_OFF, OPT(pace), 0, 0, NULL},
     {"no-decode", K_OFF, OPT(decode), 0, 0, NULL},
@@ -214,6 +220,7 @@ static void set_defaults(struct mock_opts *o)
     o->turn_frames = 10;
     o->tts_frames = 10;
     o->tts_rate = GW_SIM_BACKEND_TTS_RATE;
+    o->pcm_tone_hz = 440;
     o->tts_stop_delay_ms = 7 * GW_SIM_BACKEND_FRAME_MS; /* the server's */
     o->pace = o->decode = true;
     o->mcp_list_delay_ms = 1000;

@@ -40,7 +40,9 @@ struct mock_opts {
     int hello_delay_ms;      /* answer it late */
     int turn_frames;         /* uplink frames that end a turn; 0: stop only */
     int tts_frames;          /* downlink frames per turn */
-    int tts_rate;            /* Hz of the TTS Opus stream */
+    int tts_rate;            /* Hz of the TTS Opus stream (pcm16: PCM) */
+    int pcm_tone_hz;         /* pcm16: the tone of the TTS PCM */
+    bool no_hello_rate;      /* hello audio_params without sample_rate */
     int tts_stop_delay_ms;   /* after the last frame, before tts stop */
     bool pace;               /* real-time pacing like the server */
     bool decode;             /* decode every uplink packet with libopus */
@@ -151,6 +153,13 @@ struct conn {
     int mcp_call_idx;
     uint32_t mcp_pages;
     cJSON *mcp_tools; /* names gathered over the pages */
+    /* pcm16: uplink PCM of the turn (at up_rate, from the gateway's
+     * hello), for its frequency; the downlink tone's next sample. */
+    int16_t *pcm_rx;
+    size_t pcm_n;
+    uint64_t pcm_odd; /* uplink messages of an odd byte count */
+    int up_rate;
+    uint64_t pcm_tx_pos;
 };
 
 /* lws per-session data: only the pointer, the conn outlives the wsi. */
@@ -179,8 +188,8 @@ void gw_sim_be_on_stop_timer(uv_timer_t *t);
 
 /* --- sim_backend_cli.c: the command line ------------------------------- */
 
-/* "v2", "v3", "raw", by enum gw_framing. */
-extern const char *const gw_sim_be_framing_names[3];
+/* "v2", "v3", "raw", "pcm16", by enum gw_framing. */
+extern const char *const gw_sim_be_framing_names[4];
 
 /* Returns -1 to run, else the exit status (help printed or bad usage). */
 int gw_sim_be_parse_options(int argc, char **argv, struct mock_opts *o);

@@ -5,6 +5,7 @@
  */
 #include "tools/sim_backend_int.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,8 +13,9 @@
 #include "codec/opus_packet.h"
 #include "common/log.h"
 
-#define BAD_LOG_LIMIT 3 /* debug lines per connection for bad frames */
-#define FRAME_NS      ((uint64_t)GW_SIM_BACKEND_FRAME_MS * 1000000u)
+#define BAD_LOG_LIMIT  3 /* debug lines per connection for bad frames */
+#define FRAME_NS       ((uint64_t)GW_SIM_BACKEND_FRAME_MS * 1000000u)
+#define PCM_RX_SECONDS 4 /* pcm16: uplink PCM kept per turn for its tone */
 
 /* ---- uplink counters ---- */
 
@@ -65,8 +67,23 @@ void gw_sim_be_rx_stats_report(cJSON *o, struct rx_stats *s)
 
 /* ---- listening: uplink audio ---- */
 
+/* pcm16: keeps the turn's uplink samples (the first PCM_RX_SECONDS). */
+static void pcm_rx_add(struct conn *c, const uint8_t *p, size_t len)
+{
+    size_t cap = (size_t)c->up_rate * PCM_RX_SECONDS;
+
+    if (c->pcm_rx == NULL &&
+        (c->pcm_rx = malloc(cap * sizeof(*c->pcm_rx))) == NULL) {
+        return;
+    }
+    for (size_t i = 0; i + 1 < len && c->pcm_n < cap; i += 2) {
+        c->pcm_rx[c->pcm_n++] = (int16_t)(uint16_t)(p[i] | p[i + 1] << 8);
+    }
+}
+
 static void start_turn(struct conn *c)
 {
+    c->pcm_n = 0;
     c->listen_pending = false;
     c->state = ST_LISTENING;
     c->turn++;
@@ -104,7 +121,11 @@ void gw_sim_be_on_binary(struct conn *c, const uint8_t *buf, size_t len)
          buf[7]) != 0) {
         c->hdr_nonzero++; /* gateways must write zeros there */
     }
-    if (m->opt.decode) {
+    if (c->framing == GW_FRAMING_PCM16) {
+        /* PCM: whole 16-bit samples, nothing to decode. */
+        c->pcm_odd += plen % 2;
+        samples = (int)(plen / 2);
+    } else if (m->opt.decode) {
         samples = plen > 0 ? opus_decode(m->dec, p, (opus_int32)plen, m->pcm,
                                          PCM_MAX, 0)
                            : OPUS_INVALID_PACKET;
@@ -123,6 +144,9 @@ void gw_sim_be_on_binary(struct conn *c, const uint8_t *buf, size_t len)
         return;
     }
     rx_stats_add(&c->turn_rx, ts, p, plen, samples, now);
+    if (c->framing == GW_FRAMING_PCM16) {
+        pcm_rx_add(c, p, plen);
+    }
     if (m->opt.turn_frames > 0 &&
         c->turn_rx.frames >= (uint64_t)m->opt.turn_frames) {
         gw_sim_be_end_turn(c, "frames");
@@ -225,6 +249,16 @@ void gw_sim_be_end_turn(struct conn *c, const char *trigger)
     cJSON_AddStringToObject(o, "trigger", trigger);
     cJSON_AddStringToObject(o, "mode", c->mode);
     gw_sim_be_rx_stats_report(o, &c->turn_rx);
+    if (c->framing == GW_FRAMING_PCM16) {
+        /* What the gateway decoded for us: the device's tone, if any. */
+        double purity = 0;
+        double hz = gw_sim_tone_hz(c->pcm_rx, c->pcm_n, c->up_rate, &purity);
+        cJSON_AddNumberToObject(o, "pcm_rate", c->up_rate);
+        cJSON_AddNumberToObject(o, "pcm_samples", (double)c->pcm_n);
+        cJSON_AddNumberToObject(o, "pcm_hz", hz);
+        cJSON_AddNumberToObject(o, "pcm_purity", purity);
+        cJSON_AddNumberToObject(o, "pcm_odd", (double)c->pcm_odd);
+    }
     gw_sim_be_ev_emit(c->m, o);
     gw_log(GW_LOG_INFO, c->subject, "turn %u ended (%s) after %llu frames",
            c->turn, trigger, (unsigned long long)frames);
@@ -260,16 +294,40 @@ void gw_sim_be_tts_finished(struct conn *c)
     }
 }
 
-/* One v2/v3/raw binary frame from the precomputed TTS packets. */
-int gw_sim_be_send_audio(struct conn *c)
+/*
+ * pcm16: frame i of the reply as PCM of a steady tone, in messages of 3/4
+ * and 5/4 of a frame by turns, so that the gateway must buffer and cut.
+ */
+static int send_pcm(struct conn *c)
 {
     struct mock *m = c->m;
     uint32_t i = c->tts_sent;
-    const uint8_t *p = m->tts.buf + m->tts.off[i];
-    size_t plen = m->tts.len[i], hl = 0;
-    uint32_t ts =
-        (uint32_t)(gw_sim_unix_us() / 1000); /* the server's AEC key */
-    uint8_t *h = m->tx + LWS_PRE;
+    size_t spf = (size_t)m->opt.tts_rate * GW_SIM_BACKEND_FRAME_MS / 1000;
+    size_t n = i % 2 == 0 ? spf * 3 / 4 : spf * 5 / 4;
+    uint8_t *p = m->tx + LWS_PRE;
+
+    if (i + 1 == c->tts_total && i % 2 == 0) {
+        n = spf; /* an odd count of frames ends on a whole one */
+    }
+    for (size_t k = 0; k < n; k++) {
+        double x = (double)(c->pcm_tx_pos + k) / m->opt.tts_rate;
+        uint16_t v = (uint16_t)(int16_t)lrint(
+            8000.0 * sin(2.0 * M_PI * m->opt.pcm_tone_hz * x));
+        p[2 * k] = (uint8_t)v;
+        p[2 * k + 1] = (uint8_t)(v >> 8);
+    }
+    if (lws_write(c->wsi, p, 2 * n, LWS_WRITE_BINARY) < 0) {
+        return -1;
+    }
+    c->pcm_tx_pos += n;
+    return 0;
+}
+
+/* One v2/v3/raw binary frame from the precomputed TTS packets. */
+static int send_opus(struct conn *c, uint32_t ts, const uint8_t *p, size_t plen)
+{
+    uint8_t *h = c->m->tx + LWS_PRE;
+    size_t hl = 0;
 
     if (gw_audio_frame_header(c->framing, ts, plen, h,
                               GW_AUDIO_FRAME_MAX_HEADER_LEN, &hl) != 0) {
@@ -288,7 +346,21 @@ int gw_sim_be_send_audio(struct conn *c)
         h[7] = (uint8_t)seq;
     }
     memcpy(h + hl, p, plen);
-    if (lws_write(c->wsi, h, hl + plen, LWS_WRITE_BINARY) < 0) {
+    return lws_write(c->wsi, h, hl + plen, LWS_WRITE_BINARY) < 0 ? -1 : 0;
+}
+
+/* The next frame of the reply, as the connection's framing has it. */
+int gw_sim_be_send_audio(struct conn *c)
+{
+    struct mock *m = c->m;
+    uint32_t i = c->tts_sent;
+    const uint8_t *p = m->tts.buf + m->tts.off[i];
+    size_t plen = m->tts.len[i];
+    uint32_t ts =
+        (uint32_t)(gw_sim_unix_us() / 1000); /* the server's AEC key */
+
+    if (c->framing == GW_FRAMING_PCM16 ? send_pcm(c) != 0
+                                       : send_opus(c, ts, p, plen) != 0) {
         return -1;
     }
     c->tts_sent++;
@@ -326,8 +398,11 @@ void gw_sim_be_send_hello(struct conn *c)
     cJSON_AddStringToObject(o, "transport", "websocket");
     cJSON_AddStringToObject(o, "session_id", c->sid);
     ap = cJSON_AddObjectToObject(o, "audio_params");
-    cJSON_AddStringToObject(ap, "format", "opus");
-    cJSON_AddNumberToObject(ap, "sample_rate", c->m->opt.tts_rate);
+    cJSON_AddStringToObject(ap, "format",
+                            c->framing == GW_FRAMING_PCM16 ? "pcm16" : "opus");
+    if (!c->m->opt.no_hello_rate) {
+        cJSON_AddNumberToObject(ap, "sample_rate", c->m->opt.tts_rate);
+    }
     cJSON_AddNumberToObject(ap, "channels", 1);
     cJSON_AddNumberToObject(ap, "frame_duration", GW_SIM_BACKEND_FRAME_MS);
     gw_sim_be_queue_json(c, o, false);
@@ -358,6 +433,13 @@ static void on_hello(struct conn *c, const cJSON *root)
         problem = "features is not an object";
     }
     c->dev_mcp = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(feat, "mcp"));
+    /* pcm16: uplink PCM comes at the device's rate, which this names. */
+    const cJSON *rate = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(root, "audio_params"), "sample_rate");
+    c->up_rate = cJSON_IsNumber(rate) && rate->valuedouble >= 8000 &&
+                         rate->valuedouble <= 48000
+                     ? (int)rate->valuedouble
+                     : 16000;
     cJSON_AddBoolToObject(ev, "ok", problem == NULL);
     if (problem != NULL) {
         cJSON_AddStringToObject(ev, "problem", problem);

@@ -46,6 +46,7 @@ static void conn_free(struct conn *c)
     EVP_MD_CTX_free(c->turn_rx.sha);
     EVP_MD_CTX_free(c->all_rx.sha);
     cJSON_Delete(c->mcp_tools);
+    free(c->pcm_rx);
     free(c->rx);
     free(c);
 }

@@ -29,6 +29,7 @@ enum {
     O_TURNS,
     O_FRAMES,
     O_FRAME_MS,
+    O_TONE,
     O_FAST,
     O_AEC,
     O_WAKE,
@@ -80,6 +81,7 @@ static const struct option cli_options[] = {
     {"turns", required_argument, NULL, O_TURNS},
     {"frames", required_argument, NULL, O_FRAMES},
     {"frame-ms", required_argument, NULL, O_FRAME_MS},
+    {"tone", required_argument, NULL, O_TONE},
     {"fast", no_argument, NULL, O_FAST},
     {"aec", no_argument, NULL, O_AEC},
     {"wake-word", no_argument, NULL, O_WAKE},
@@ -154,6 +156,9 @@ void gw_sim_cli_usage(FILE *out)
         "  --frames N               speech frames per turn, then silence "
         "(default 50 = 3 s;\n"
         "                           0 = speech never stops)\n"
+        "  --tone HZ                speech is a steady sine of HZ, and the\n"
+        "                           played downlink's frequency is reported\n"
+        "                           (downlink.tone_hz in --json; --decode)\n"
         "  --end E                  after the turns: goodbye (device says it),"
         "\n"
         "                           server (wait for its goodbye), none\n"
@@ -307,6 +312,7 @@ static int parse_number(struct gw_sim_cli *cli, int code, const char *arg)
         N(O_TURNS, "turns", 0, 100000, turns),
         N(O_FRAMES, "frames", 0, 10000, speech_frames),
         N(O_FRAME_MS, "frame-ms", 1, 1000, frame_ms),
+        N(O_TONE, "tone", 0, 4000, tone_hz),
         N(O_ABORT, "abort-after", 0, 1000000, abort_after),
         N(O_REPLAY, "replay-every", 0, 1000000, replay_every),
         N(O_FORGE, "forge-every", 0, 1000000, forge_every),

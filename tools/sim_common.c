@@ -1,6 +1,7 @@
 /* hybridgw-sim: helpers shared by the device, load and backend parts. */
 #include "tools/sim_common.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -75,4 +76,52 @@ rlim_t gw_sim_fd_limit_raise(rlim_t want)
         }
     }
     return rl.rlim_cur;
+}
+
+/* Power at hz, normalised so that a full-scale match of n samples of a
+ * sine with amplitude A gives A * A / 2 (the sine's own mean power). */
+static double goertzel(const int16_t *pcm, size_t n, int rate, double hz)
+{
+    double w = 2.0 * cos(2.0 * M_PI * hz / rate), s1 = 0, s2 = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        double s0 = pcm[i] + w * s1 - s2;
+        s2 = s1;
+        s1 = s0;
+    }
+    return 2.0 * (s1 * s1 + s2 * s2 - w * s1 * s2) / ((double)n * n);
+}
+
+double gw_sim_tone_hz(const int16_t *pcm, size_t n, int rate, double *purity)
+{
+    double best = 0, best_hz = 0, total = 0;
+
+    if (purity != NULL) {
+        *purity = 0;
+    }
+    if (rate <= 0 || n < (size_t)rate / 20) {
+        return 0;
+    }
+    for (double hz = 50; hz <= 4000; hz += 5) {
+        double p = goertzel(pcm, n, rate, hz);
+        if (p > best) {
+            best = p;
+            best_hz = hz;
+        }
+    }
+    for (double hz = best_hz - 5; hz <= best_hz + 5; hz += 1) {
+        double p = goertzel(pcm, n, rate, hz);
+        if (p > best) {
+            best = p;
+            best_hz = hz;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        total += (double)pcm[i] * pcm[i];
+    }
+    total /= (double)n;
+    if (purity != NULL && total > 0) {
+        *purity = best / total > 1 ? 1 : best / total;
+    }
+    return best_hz;
 }

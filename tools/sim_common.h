@@ -33,6 +33,15 @@ void gw_sim_hex32(const uint8_t digest[32], char out[65]);
 void gw_sim_digest_hex(EVP_MD_CTX *md, char out[65]);
 
 /*
+ * The strongest frequency of n PCM samples at rate, 50..4000 Hz to 1 Hz
+ * (Goertzel over a 5 Hz grid, then 1 Hz around the best), and its share
+ * of the signal's power in *purity (0..1; a clean tone is near 1) unless
+ * purity is NULL. 0 for fewer than rate / 20 samples. For the pcm16 and
+ * --tone checks: is what arrived the tone that was sent?
+ */
+double gw_sim_tone_hz(const int16_t *pcm, size_t n, int rate, double *purity);
+
+/*
  * Raises the soft limit on open files towards want (RLIM_INFINITY: as
  * far as the hard limit allows) and returns the soft limit now in force,
  * or want when it cannot be read. Many simulated peers need many fds.

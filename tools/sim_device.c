@@ -90,6 +90,7 @@ void gw_sim_dev_release(struct gw_sim_device *d)
     opus_decoder_destroy(d->dec);
     free(d->queue);
     free(d->pcm);
+    free(d->tone_pcm);
     free(d);
 }
 
@@ -461,6 +462,8 @@ char *gw_sim_result_json(const struct gw_sim_result *r, const char *client_id)
     add_ms(down, "jitter_ms", r->jitter_ms);
     add_ms(down, "max_jitter_ms", r->max_jitter_ms);
     cJSON_AddStringToObject(down, "sha256", r->down_sha256);
+    cJSON_AddNumberToObject(down, "tone_hz", r->down_tone_hz);
+    cJSON_AddNumberToObject(down, "tone_purity", r->down_tone_purity);
     drops = cJSON_AddObjectToObject(down, "drops");
     if (drops == NULL) {
         cJSON_Delete(o);

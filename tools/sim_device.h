@@ -137,6 +137,10 @@ GW_MUST_CHECK int gw_sim_clip_create(uint32_t speech_frames,
                                      struct gw_sim_clip **out);
 void gw_sim_clip_destroy(struct gw_sim_clip *clip);
 
+/* --tone: clips created after this have a steady sine of hz (0: the
+ * speech-like signal) in their voiced frames. */
+void gw_sim_clip_set_tone(uint32_t hz);
+
 /* --- The device -------------------------------------------------------- */
 
 struct gw_sim_device;
@@ -188,6 +192,9 @@ struct gw_sim_result {
     double max_jitter_ms; /* largest single deviation */
     char up_sha256[65];   /* of the plaintext Opus payloads sent */
     char down_sha256[65]; /* of the plaintext Opus payloads played */
+    /* With tone_hz: the strongest frequency of the played audio (decoded,
+     * first 2 s after its first 2 frames) and its share of the power. */
+    double down_tone_hz, down_tone_purity;
 };
 
 /* The run ended; r stays valid until the device is closed. */
@@ -218,6 +225,7 @@ struct gw_sim_device_options {
     uint32_t sessions;      /* conversations on one connection; 0 means 1 */
     uint32_t speech_frames; /* speech frames per turn; 0 = endless */
     uint32_t frame_ms;      /* uplink frame interval: 60 real time */
+    uint32_t tone_hz;       /* speech is this sine; downlink measured */
     bool aec;               /* features.aec, echo downlink stamps */
     bool wake_word;         /* wake-word burst and listen detect */
     bool require_reply;     /* ok needs stt, tts and played audio */

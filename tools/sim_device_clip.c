@@ -65,6 +65,23 @@ static void speech_pcm(int16_t *pcm, uint32_t frame, double *phase)
     }
 }
 
+static uint32_t clip_tone_hz; /* --tone, 0: speech_pcm */
+
+void gw_sim_clip_set_tone(uint32_t hz)
+{
+    clip_tone_hz = hz;
+}
+
+/* --tone: a steady sine, so what reaches the backend can be recognised. */
+static void tone_pcm(int16_t *pcm, uint32_t frame)
+{
+    for (int i = 0; i < UP_SAMPLES; i++) {
+        uint32_t n = (frame * UP_SAMPLES + (uint32_t)i) % UP_RATE;
+        pcm[i] =
+            (int16_t)(8000.0 * sine(2 * M_PI * clip_tone_hz * n / UP_RATE));
+    }
+}
+
 static void silence_pcm(int16_t *pcm, uint32_t *lcg)
 {
     for (int i = 0; i < UP_SAMPLES; i++) {
@@ -103,7 +120,9 @@ int gw_sim_clip_create(uint32_t speech_frames, struct gw_sim_clip **out)
     c->speech = speech_frames;
     size_t pos = 0;
     for (uint32_t i = 0; i < total; i++) {
-        if (i < speech_frames) {
+        if (i < speech_frames && clip_tone_hz > 0) {
+            tone_pcm(pcm, i);
+        } else if (i < speech_frames) {
             speech_pcm(pcm, i, &phase);
         } else {
             silence_pcm(pcm, &lcg);

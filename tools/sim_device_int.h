@@ -89,6 +89,8 @@ struct gw_sim_device {
     OpusDecoder *dec;
     int32_t dec_rate;
     int16_t *pcm;
+    int16_t *tone_pcm; /* --tone: played downlink, decoded */
+    size_t tone_n, tone_skip;
     uint32_t aec_ts[3]; /* played timestamps to echo */
     size_t aec_n;
     /* Downlink arrival jitter. */

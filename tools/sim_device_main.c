@@ -168,6 +168,7 @@ static int run_device(struct gw_sim_cli *cli)
     int rc;
 
     uv_loop_init(&loop);
+    gw_sim_clip_set_tone(cli->dev.tone_hz);
     rc = gw_sim_clip_create(
         cli->dev.speech_frames ? cli->dev.speech_frames : 50, &clip);
     if (rc == 0 && cli->packet_log_path != NULL &&

@@ -255,6 +255,10 @@ void gw_sim_dev_finish(struct gw_sim_device *d)
     gw_sim_dev_sync_mcp(d);
     gw_sim_digest_hex(d->up_md, d->r.up_sha256);
     gw_sim_digest_hex(d->down_md, d->r.down_sha256);
+    if (d->o.tone_hz > 0) {
+        d->r.down_tone_hz = gw_sim_tone_hz(
+            d->tone_pcm, d->tone_n, d->sample_rate, &d->r.down_tone_purity);
+    }
     evaluate(d);
     d->state = ST_DONE;
     d->r.ok = d->r.reason[0] == '\0';

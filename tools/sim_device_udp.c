@@ -240,6 +240,25 @@ static bool ensure_decoder(struct gw_sim_device *d)
     return true;
 }
 
+/* --tone: keeps 2 s of played audio after its first 2 frames (the
+ * decoder's ramp), for its frequency at the end of the run. */
+static void tone_keep(struct gw_sim_device *d, int n)
+{
+    size_t cap = (size_t)d->sample_rate * 2;
+
+    if (d->tone_skip < 2) {
+        d->tone_skip++;
+        return;
+    }
+    if (d->tone_pcm == NULL &&
+        (d->tone_pcm = malloc(cap * sizeof(*d->tone_pcm))) == NULL) {
+        return;
+    }
+    for (int i = 0; i < n && d->tone_n < cap; i++) {
+        d->tone_pcm[d->tone_n++] = d->pcm[i];
+    }
+}
+
 /* Decodes (or inspects) one frame as the firmware's decoder would, which
  * holds frame_duration ms at most. Returns its duration in ns, 0 if bad. */
 static uint64_t frame_duration_ns(struct gw_sim_device *d,
@@ -256,6 +275,9 @@ static uint64_t frame_duration_ns(struct gw_sim_device *d,
         }
         int max = d->sample_rate * d->frame_duration / 1000;
         int n = opus_decode(d->dec, s->data, s->len, d->pcm, max, 0);
+        if (n > 0 && d->o.tone_hz > 0) {
+            tone_keep(d, n);
+        }
         return n > 0 ? (uint64_t)n * 1000000000u / (uint64_t)d->sample_rate : 0;
     }
     if (gw_opus_packet_inspect(s->data, s->len, &info) != 0 ||

@@ -235,6 +235,12 @@ static const struct decode_case decode_cases[] = {
     {"raw empty", GW_FRAMING_RAW, "", 0, 0, 0, 0},
     {"raw largest", GW_FRAMING_RAW, "", 1484, 0, 0, 1484},
     {"raw oversized", GW_FRAMING_RAW, "", 1485, GW_ETOOBIG, 0, 0},
+    /* pcm16: the whole message, any length (the WebSocket layer bounds
+     * it), odd counts judged by the PCM bridge. */
+    {"pcm16", GW_FRAMING_PCM16, "0100 ff7f", 0, 0, 0, 4},
+    {"pcm16 odd", GW_FRAMING_PCM16, "010203", 0, 0, 0, 3},
+    {"pcm16 empty", GW_FRAMING_PCM16, "", 0, 0, 0, 0},
+    {"pcm16 past the Opus limit", GW_FRAMING_PCM16, "", 8192, 0, 0, 8192},
     {"unknown framing", BAD_FRAMING, "00", 0, GW_EINVAL, 0, 0},
 };
 
@@ -291,6 +297,37 @@ static void test_decode_null(void **state)
         GW_EINVAL);
 }
 
+/* pcm16 carries a device frame of PCM: up to 120 ms at 48 kHz. */
+static void test_pcm16_limits(void **state)
+{
+    static uint8_t pcm[GW_AUDIO_FRAME_PCM16_MAX_PAYLOAD + 1];
+    static uint8_t out[sizeof(pcm)];
+    const uint8_t *got;
+    size_t n = 0, got_len;
+    uint32_t ts = 5;
+
+    (void)state;
+    assert_int_equal(gw_audio_frame_max_payload(GW_FRAMING_PCM16), 11520);
+    assert_int_equal(gw_audio_frame_max_payload(GW_FRAMING_V2), 1484);
+    assert_int_equal(gw_audio_frame_max_payload(GW_FRAMING_RAW), 1484);
+    assert_int_equal(gw_audio_frame_max_payload(BAD_FRAMING), 0);
+    assert_int_equal(gw_audio_frame_header_len(GW_FRAMING_PCM16), 0);
+    memset(pcm, 0x11, sizeof(pcm));
+    assert_int_equal(gw_audio_frame_encode(GW_FRAMING_PCM16, 99, pcm, 11520,
+                                           out, sizeof(out), &n),
+                     0);
+    assert_int_equal(n, 11520);
+    assert_int_equal(gw_audio_frame_encode(GW_FRAMING_PCM16, 99, pcm, 11521,
+                                           out, sizeof(out), &n),
+                     GW_ETOOBIG);
+    assert_int_equal(gw_audio_frame_decode(GW_FRAMING_PCM16, out, 11520, &ts,
+                                           &got, &got_len),
+                     0);
+    assert_int_equal(ts, 0); /* no timestamp in PCM */
+    assert_ptr_equal(got, out);
+    assert_int_equal(got_len, 11520);
+}
+
 /* decode(encode(x)) == x for every framing, size and timestamp. */
 static void test_round_trip(void **state)
 {
@@ -338,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_decode_table),
         cmocka_unit_test(test_decode_null),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_pcm16_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
