@@ -13,6 +13,7 @@
 
 #include <mosquitto.h>
 
+#include "common/dns_cache.h"
 #include "common/log.h"
 
 #define MISC_INTERVAL_MS 1000 /* keepalive and retry bookkeeping */
@@ -56,6 +57,10 @@ struct gw_mqtt_link {
     gw_mqtt_close_cb close_cb;
     void *close_arg;
     struct gw_mqtt_link_stats stats;
+
+    bool tls;                   /* connect by name: see try_connect */
+    struct gw_dns *dns;         /* the broker's name, off the loop */
+    struct gw_dns_req *dns_req; /* while it is being resolved */
 };
 
 static void watch_sync(struct gw_mqtt_link *link);
@@ -67,6 +72,7 @@ static void maybe_finish(struct gw_mqtt_link *link)
         return;
     }
     mosquitto_destroy(link->mosq);
+    gw_dns_close(link->dns);
     if (link->close_cb != NULL) {
         link->close_cb(link, link->close_arg);
     }
@@ -124,7 +130,9 @@ static unsigned next_delay(struct gw_mqtt_link *link)
 
 static void schedule_retry(struct gw_mqtt_link *link)
 {
-    if (link->closing || uv_is_active((uv_handle_t *)&link->retry_timer)) {
+    /* A lookup under way is an attempt under way. */
+    if (link->closing || link->dns_req != NULL ||
+        uv_is_active((uv_handle_t *)&link->retry_timer)) {
         return;
     }
     unsigned delay = next_delay(link);
@@ -151,18 +159,13 @@ static void log_tls_failure(struct gw_mqtt_link *link)
            link->host, link->port);
 }
 
-static void try_connect(struct gw_mqtt_link *link)
+/* address: the broker's IP, or its name for TLS (see try_connect). */
+static void connect_to(struct gw_mqtt_link *link, const char *address)
 {
-    /*
-     * connect_async resolves the host name synchronously inside
-     * libmosquitto; configs name the broker by IP literal or a local
-     * container name, so this stays short. The TCP connect itself does
-     * not block.
-     */
     int rc;
 
     link->tls_told = false;
-    rc = mosquitto_connect_async(link->mosq, link->host, link->port,
+    rc = mosquitto_connect_async(link->mosq, address, link->port,
                                  link->keepalive_s);
     if (rc == MOSQ_ERR_TLS) {
         log_tls_failure(link);
@@ -172,6 +175,57 @@ static void try_connect(struct gw_mqtt_link *link)
                rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
     }
     watch_sync(link);
+}
+
+static void resolve_failed(struct gw_mqtt_link *link, int status)
+{
+    gw_log(GW_LOG_WARN, "mqtt", "cannot resolve the broker %s: %s", link->host,
+           gw_dns_strerror(status));
+    schedule_retry(link);
+}
+
+static void on_resolved(void *arg, int status, const char *ip)
+{
+    struct gw_mqtt_link *link = arg;
+
+    link->dns_req = NULL; /* cancelled on close: never called after it */
+    if (status != 0) {
+        resolve_failed(link, status);
+        return;
+    }
+    connect_to(link, ip);
+}
+
+static void try_connect(struct gw_mqtt_link *link)
+{
+    /*
+     * Without TLS the name is resolved on libuv's threadpool (with a
+     * short cache) and libmosquitto connects to the address: its own
+     * getaddrinfo then gets a literal and does not block. With TLS,
+     * libmosquitto checks the broker's certificate (and sends SNI)
+     * against the host given to connect, with no way to name it apart:
+     * connecting by IP would check the IP. So a TLS broker is connected
+     * by name and the library resolves it synchronously; configs name it
+     * by IP literal or a local name, and it happens once per reconnect.
+     * The TCP connect itself does not block.
+     */
+    char ip[GW_DNS_IP_MAX];
+    int rc;
+
+    if (link->dns_req != NULL) {
+        return;
+    }
+    if (link->tls) {
+        connect_to(link, link->host);
+        return;
+    }
+    rc = gw_dns_resolve(link->dns, link->host, on_resolved, link, ip,
+                        sizeof(ip), &link->dns_req);
+    if (rc == 1) {
+        connect_to(link, ip);
+    } else if (rc < 0) {
+        resolve_failed(link, rc);
+    }
 }
 
 static void on_retry(uv_timer_t *timer)
@@ -388,6 +442,7 @@ static int copy_options(struct gw_mqtt_link *link,
         return GW_ENOMEM;
     }
     link->port = opts->port;
+    link->tls = opts->tls;
     link->keepalive_s = opts->keepalive_s;
     link->on_message = opts->on_message;
     link->on_retained = opts->on_retained;
@@ -444,6 +499,7 @@ static int setup_client(struct gw_mqtt_link *link,
 static void link_free_early(struct gw_mqtt_link *link)
 {
     mosquitto_destroy(link->mosq);
+    gw_dns_close(link->dns);
     for (size_t i = 0; i < link->n_topics; i++) {
         free(link->topics[i]);
     }
@@ -471,6 +527,7 @@ int gw_mqtt_link_init(uv_loop_t *loop, const struct gw_mqtt_link_options *opts,
     link->backoff_ms = BACKOFF_MIN_MS;
     link->jitter = uv_hrtime() | 1;
     if ((rc = copy_options(link, opts)) != 0 ||
+        (rc = gw_dns_create(loop, NULL, &link->dns)) != 0 ||
         (rc = setup_client(link, opts)) != 0) {
         link_free_early(link);
         return rc;
@@ -533,6 +590,8 @@ void gw_mqtt_link_close(struct gw_mqtt_link *link, gw_mqtt_close_cb cb,
     link->on_state = NULL;
     link->close_cb = cb;
     link->close_arg = arg;
+    gw_dns_cancel(link->dns_req);
+    link->dns_req = NULL;
     /* Stop polling before the library closes the fd under the poll. */
     watch_drop(link);
     link->closing = true; /* the disconnect below is not a loss */

@@ -202,8 +202,8 @@ static void make_leaf(const char *dir, const char *name, const char *san,
 }
 
 static const char *const cert_files[] = {
-    "ca.crt",    "good.crt",  "good.key",  "wrong.crt",
-    "wrong.key", "rogue.crt", "rogue.key",
+    "ca.crt",    "good.crt",  "good.key",   "wrong.crt",  "wrong.key",
+    "rogue.crt", "rogue.key", "iponly.crt", "iponly.key",
 };
 
 void gw_fixture_certs(char *dir, size_t cap)
@@ -224,6 +224,7 @@ void gw_fixture_certs(char *dir, size_t cap)
     write_pem(dir, "ca.crt", ca, NULL);
     make_leaf(dir, "good", "DNS:localhost,IP:127.0.0.1", ca, ca_key);
     make_leaf(dir, "wrong", "DNS:wrong.example", ca, ca_key);
+    make_leaf(dir, "iponly", "IP:127.0.0.1", ca, ca_key);
     make_leaf(dir, "rogue", "DNS:localhost,IP:127.0.0.1", rogue, rogue_key);
     X509_free(ca);
     X509_free(rogue);

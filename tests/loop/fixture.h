@@ -70,8 +70,8 @@ int gw_fixture_free_port(int type);
 /*
  * Makes a temporary directory of PEM files and writes its path to dir: a
  * test CA (ca.crt) and leaves <name>.crt with <name>.key: good
- * (localhost, 127.0.0.1), wrong (another name) and rogue (localhost, but
- * from a CA nobody trusts).
+ * (localhost, 127.0.0.1), wrong (another name), rogue (localhost, but
+ * from a CA nobody trusts) and iponly (127.0.0.1 and no name).
  */
 void gw_fixture_certs(char *dir, size_t cap);
 
