@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cjson/cJSON.h>
 
@@ -248,6 +249,68 @@ static void load_strings(struct loader *ld, const struct gw_config_key *key,
     }
 }
 
+/*
+ * An object of header names and string values (backends[].headers). The
+ * names the gateway sets are checked once the auth scheme is known
+ * (check_backends); here only the shape, so that the message can say
+ * which entry is wrong. A value is never echoed: it is a secret.
+ */
+static void load_headers(struct loader *ld, const struct gw_config_key *key,
+                         const cJSON *item, void *base)
+{
+    struct gw_header *list;
+    size_t n, i = 0, total = 0;
+    char why[96];
+
+    if (!cJSON_IsObject(item)) {
+        report(ld, wrong_type("an object", item, why, sizeof(why)));
+        return;
+    }
+    n = count_items(item);
+    if (n > (size_t)key->max) {
+        snprintf(why, sizeof(why), "has %zu headers, at most %lld allowed", n,
+                 key->max);
+        report(ld, why);
+        return;
+    }
+    if (n == 0) {
+        return;
+    }
+    list = calloc(n, sizeof(*list));
+    if (list == NULL) {
+        report(ld, gw_config_schema_oom);
+        return;
+    }
+    *(struct gw_header **)((char *)base + key->offset) = list;
+    *(size_t *)((char *)base + key->count_offset) = n;
+    for (const cJSON *it = item->child; it != NULL; it = it->next, i++) {
+        size_t mark = path_push_key(ld, it->string);
+        list[i].name = strdup(it->string);
+        list[i].value =
+            cJSON_IsString(it) ? strdup(it->valuestring) : strdup("");
+        if (list[i].name == NULL || list[i].value == NULL) {
+            report(ld, gw_config_schema_oom);
+        } else if (!cJSON_IsString(it)) {
+            report(ld, wrong_type("a string", it, why, sizeof(why)));
+        } else {
+            for (size_t j = 0; j < i; j++) {
+                if (strcasecmp(list[j].name, it->string) == 0) {
+                    report(ld, "duplicate header (names ignore case)");
+                    break;
+                }
+            }
+            total += strlen(list[i].name) + strlen(list[i].value);
+        }
+        path_pop(ld, mark);
+    }
+    if (total > GW_HEADERS_TOTAL_MAX) {
+        snprintf(why, sizeof(why),
+                 "names and values take %zu bytes, at most %d allowed", total,
+                 GW_HEADERS_TOTAL_MAX);
+        report(ld, why);
+    }
+}
+
 static void load_value(struct loader *ld, const struct gw_config_key *key,
                        const cJSON *item, void *base)
 {
@@ -268,6 +331,9 @@ static void load_value(struct loader *ld, const struct gw_config_key *key,
         return;
     case GW_CF_STRINGS:
         load_strings(ld, key, item, base);
+        return;
+    case GW_CF_HEADERS:
+        load_headers(ld, key, item, base);
         return;
     default:
         break;
@@ -384,6 +450,16 @@ static void check_backends(struct loader *ld, struct gw_config *cfg)
             snprintf(path, sizeof(path), "backends[%zu].ca_file", i);
             check_readable(ld, path, be->ca_file);
         }
+        for (size_t h = 0; h < be->n_headers; h++) {
+            const char *why = gw_config_header_check(
+                be->headers[h].name, be->headers[h].value, be->auth.scheme);
+            if (why != NULL) {
+                snprintf(
+                    path, sizeof(path), "backends[%zu].headers.%s", i,
+                    gw_config_schema_quote(be->headers[h].name, q, sizeof(q)));
+                fail_key(ld, path, "%s", why);
+            }
+        }
     }
 }
 
@@ -453,6 +529,15 @@ static void resolve_route(struct loader *ld, const struct gw_config *cfg,
         }
         route->backend_index[k] = b;
         if (b < cfg->n_backends) {
+            for (size_t j = 0; j < k; j++) {
+                if (route->backend_index[j] == b) {
+                    snprintf(path, sizeof(path), "routes[%zu].backends[%zu]", r,
+                             k);
+                    fail_key(ld, path, "backend '%s' is listed twice",
+                             gw_config_schema_quote(name, q, sizeof(q)));
+                    break;
+                }
+            }
             continue;
         }
         snprintf(path, sizeof(path), "routes[%zu].backends[%zu]", r, k);
@@ -515,6 +600,11 @@ static void validate(struct loader *ld, struct gw_config *cfg,
     check_mcp_servers(ld, cfg);
     check_routes(ld, cfg, routes_given);
     check_mqtt(ld, cfg);
+    if (cfg->health.backoff_max_ms < cfg->health.backoff_ms) {
+        fail_key(ld, "health.backoff_max_ms",
+                 "must not be below health.backoff_ms (%d)",
+                 cfg->health.backoff_ms);
+    }
     if (cfg->udp.public_port == 0) {
         cfg->udp.public_port = cfg->udp.port;
     }

@@ -27,6 +27,31 @@ enum gw_auth_scheme {
 #undef XX
 };
 
+/* How a route chooses among its backends (gateway/backend_pool.c). */
+#define GW_ROUTE_STRATEGY_MAP(XX)                                              \
+    XX(ORDERED, "ordered")   /* the first eligible, in the listed order */     \
+    XX(WEIGHTED, "weighted") /* at random, in proportion to weight */          \
+    XX(LEAST, "least")       /* fewest active sessions per weight */           \
+    XX(STICKY, "sticky")     /* by client id (rendezvous hashing) */
+
+enum gw_route_strategy {
+#define XX(name, _) GW_STRATEGY_##name,
+    GW_ROUTE_STRATEGY_MAP(XX)
+#undef XX
+};
+
+/* One extra request header of a backend's upgrade (docs/protocol.md 6.2). */
+struct gw_header {
+    char *name;  /* an RFC 7230 token, as written */
+    char *value; /* printable; a secret: masked in dumps, never logged */
+};
+
+/* Bounds on backends[].headers, so that the upgrade request stays small. */
+#define GW_HEADERS_MAX       16
+#define GW_HEADER_NAME_MAX   64
+#define GW_HEADER_VALUE_MAX  1024
+#define GW_HEADERS_TOTAL_MAX 2048 /* names and values together */
+
 struct gw_backend_config {
     char *name;              /* unique, referenced by routes */
     char *url;               /* ws:// or wss://, used verbatim */
@@ -38,6 +63,13 @@ struct gw_backend_config {
     } auth;
     char *ca_file;          /* extra CA for wss:// ("" = system store) */
     int connect_timeout_ms; /* TCP + TLS + upgrade */
+    int weight;             /* share under weighted, least and sticky */
+    int max_sessions;       /* sessions at once; 0: no limit */
+    /* pcm16: downlink PCM rate when the backend hello names none */
+    int pcm_sample_rate;
+    /* Extra upgrade headers, in file order (docs/protocol.md 6.2). */
+    struct gw_header *headers;
+    size_t n_headers;
 };
 
 /*
@@ -51,9 +83,10 @@ struct gw_route_config {
     size_t n_macs;
     char **client_ids; /* full MQTT client ids */
     size_t n_client_ids;
-    char **backends; /* names, tried in order */
+    char **backends; /* names: the route's pool */
     size_t n_backends;
     size_t *backend_index; /* resolved indices into gw_config.backends */
+    enum gw_route_strategy strategy;
 };
 
 /*
@@ -146,6 +179,7 @@ struct gw_config {
     struct {
         int max_sessions;
         int backend_hello_timeout_ms;
+        int failover_budget_ms; /* all attempts of one device hello */
         int udp_idle_timeout_ms;
         int max_message_bytes;
         int tts_start_guard_ms; /* downlink held after a tts start */
@@ -155,6 +189,12 @@ struct gw_config {
         int outbox_bytes;       /* is away, at most this many and bytes, */
         int outbox_age_ms;      /* each for at most this long */
     } limits;
+    struct {
+        int backoff_ms;       /* out of rotation after a first failure, */
+        int backoff_max_ms;   /* doubling with each further one up to this */
+        int ping_interval_s;  /* idle backend connections pinged; 0: off */
+        int probe_interval_s; /* upgrade-and-close probes; 0: off */
+    } health;
     struct {
         enum gw_log_level level;
         enum gw_log_format format;
@@ -222,8 +262,32 @@ GW_MUST_CHECK int gw_config_dump(const struct gw_config *cfg, bool secrets,
 size_t gw_config_keep_restart_values(struct gw_config *running,
                                      struct gw_config *loaded);
 
+/*
+ * Why a backends[].headers entry is refused, or NULL: name not an RFC
+ * 7230 token or too long, value with a control character (CR, LF, NUL,
+ * ...) or non-ASCII byte or too long, or a name the gateway sets itself
+ * (Host, Connection, Upgrade, Sec-WebSocket-*, Content-Length,
+ * Transfer-Encoding, Device-Id, Client-Id, Protocol-Version,
+ * X-Forwarded-For, and Authorization unless scheme is none). Names are
+ * compared without case (config_backend.c).
+ */
+const char *gw_config_header_check(const char *name, const char *value,
+                                   enum gw_auth_scheme scheme);
+
+/*
+ * Calls cb once per thing in a loaded config that is valid but likely a
+ * mistake, with the key path and a sentence: a v2 backend whose url does
+ * not end with ?from=mqtt_gateway (xiaozhi-esp32-server then sends bare
+ * Opus, which v2 cannot unframe). Returns how many (config_backend.c).
+ */
+typedef void (*gw_config_warn_cb)(const char *path, const char *text,
+                                  void *arg);
+size_t gw_config_warnings(const struct gw_config *cfg, gw_config_warn_cb cb,
+                          void *arg);
+
 /* Name tables shared with the code that prints configs. */
 const char *gw_framing_name(enum gw_framing framing);
 const char *gw_auth_scheme_name(enum gw_auth_scheme scheme);
+const char *gw_route_strategy_name(enum gw_route_strategy strategy);
 
 #endif /* GW_CONFIG_H */

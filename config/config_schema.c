@@ -16,6 +16,7 @@
 /* Enums are stored and read through int *. */
 _Static_assert(sizeof(enum gw_framing) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum gw_auth_scheme) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum gw_route_strategy) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum gw_log_level) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum gw_log_format) == sizeof(int), "enum size");
 
@@ -43,6 +44,9 @@ _Static_assert(sizeof(enum gw_log_format) == sizeof(int), "enum size");
 #define KEY_STRS(n, off, cnt, fl, lo, hi, chk) {.name = (n), \
     .type = GW_CF_STRINGS, .flags = (fl), .offset = (off), \
     .count_offset = (cnt), .min = (lo), .max = (hi), .check = (chk)}
+#define KEY_HEADERS(n, off, cnt, fl, hi) {.name = (n), \
+    .type = GW_CF_HEADERS, .flags = (fl), .offset = (off), \
+    .count_offset = (cnt), .min = 0, .max = (hi)}
 #define TABLE(w, k, sz) {.what = (w), .keys = (k), .n_keys = COUNT(k), \
     .size = (sz)}
 /* clang-format on */
@@ -52,6 +56,16 @@ _Static_assert(sizeof(enum gw_log_format) == sizeof(int), "enum size");
 static const char *check_nonempty(void *field)
 {
     return **(char **)field == '\0' ? "must not be empty" : NULL;
+}
+
+/* A rate libopus codes at directly (no resampling in the gateway). */
+static const char *check_opus_rate(void *field)
+{
+    int v = *(int *)field;
+
+    return v == 8000 || v == 12000 || v == 16000 || v == 24000 || v == 48000
+               ? NULL
+               : "must be 8000, 12000, 16000, 24000 or 48000";
 }
 
 /* Names appear in logs, metrics and MQTT client ids: keep them plain. */
@@ -310,6 +324,13 @@ static const struct gw_config_name auth_schemes[] = {
         {NULL, 0},
 };
 
+static const struct gw_config_name strategies[] = {
+#define XX(name, text) {text, GW_STRATEGY_##name},
+    GW_ROUTE_STRATEGY_MAP(XX)
+#undef XX
+        {NULL, 0},
+};
+
 /* An MCP server takes no HMAC: its clients authenticate with a token. */
 static const struct gw_config_name mcp_auth_schemes[] = {
     {"none", GW_AUTH_NONE},
@@ -392,6 +413,19 @@ static const struct gw_config_key backend_keys[] = {
     KEY_STR("ca_file", BE(ca_file), GW_CF_RELOAD, "", NULL),
     KEY_INT("connect_timeout_ms", BE(connect_timeout_ms), GW_CF_RELOAD, 5000,
             100, 120000),
+    /* For a backend behind an authenticating proxy; values are secrets. */
+    KEY_HEADERS("headers", BE(headers), BE(n_headers),
+                GW_CF_RELOAD | GW_CF_SECRET, GW_HEADERS_MAX),
+    /* gateway/backend_pool.c: its share of a weighted, least or sticky
+     * route, and a cap on its sessions at once (0: none). */
+    KEY_INT("weight", BE(weight), GW_CF_RELOAD, 1, 1, 1000),
+    KEY_INT("max_sessions", BE(max_sessions), GW_CF_RELOAD, 0, 0, 1000000),
+    /* pcm16 only: the rate of the backend's PCM when its hello names none */
+    /* clang-format off */
+    {.name = "pcm_sample_rate", .type = GW_CF_INT, .flags = GW_CF_RELOAD,
+     .offset = BE(pcm_sample_rate), .def = 24000, .min = 8000, .max = 48000,
+     .check = check_opus_rate},
+    /* clang-format on */
 };
 static const struct gw_config_table backend_table =
     TABLE("backend", backend_keys, sizeof(struct gw_backend_config));
@@ -412,6 +446,8 @@ static const struct gw_config_key route_keys[] = {
     KEY_OBJ("match", 0, &match_table),
     KEY_STRS("backends", RT(backends), RT(n_backends), GW_CF_REQUIRED, 1, 256,
              NULL),
+    KEY_ENUM("strategy", RT(strategy), GW_CF_RELOAD, GW_STRATEGY_ORDERED,
+             strategies),
 };
 static const struct gw_config_table route_table =
     TABLE("route", route_keys, sizeof(struct gw_route_config));
@@ -516,6 +552,11 @@ static const struct gw_config_key limits_keys[] = {
     KEY_INT("max_sessions", LIM(max_sessions), GW_CF_RELOAD, 10000, 1, 1000000),
     KEY_INT("backend_hello_timeout_ms", LIM(backend_hello_timeout_ms),
             GW_CF_RELOAD, 5000, 100, 120000),
+    /* The firmware waits 10 s for the server hello: failover to further
+     * backends happens within this, each attempt getting at most
+     * backend_hello_timeout_ms of what is left. */
+    KEY_INT("failover_budget_ms", LIM(failover_budget_ms), GW_CF_RELOAD, 9000,
+            1000, 120000),
     KEY_INT("udp_idle_timeout_ms", LIM(udp_idle_timeout_ms), GW_CF_RELOAD,
             120000, 1000, 3600000),
     KEY_INT("max_message_bytes", LIM(max_message_bytes), GW_CF_RELOAD, 8192,
@@ -541,6 +582,24 @@ static const struct gw_config_key limits_keys[] = {
 static const struct gw_config_table limits_table =
     TABLE("limits", limits_keys, 0);
 
+/* gateway/backend_pool.c: a failing backend leaves the rotation. */
+#define HEALTH(m) AT(struct gw_config, health, m)
+static const struct gw_config_key health_keys[] = {
+    KEY_INT("backoff_ms", HEALTH(backoff_ms), GW_CF_RELOAD, 1000, 10, 3600000),
+    KEY_INT("backoff_max_ms", HEALTH(backoff_max_ms), GW_CF_RELOAD, 60000, 10,
+            86400000),
+    /* WebSocket ping on a backend connection idle this long, and the
+     * connection dropped when no pong follows in as long again. */
+    KEY_INT("ping_interval_s", HEALTH(ping_interval_s), GW_CF_RESTART, 30, 0,
+            3600),
+    /* gateway/backend_probe.c: each backend in rotation gets an upgrade,
+     * closed at once, this often; a failure takes it out (0: none). */
+    KEY_INT("probe_interval_s", HEALTH(probe_interval_s), GW_CF_RELOAD, 0, 0,
+            86400),
+};
+static const struct gw_config_table health_table =
+    TABLE("health", health_keys, 0);
+
 #define LOG(m) AT(struct gw_config, log, m)
 static const struct gw_config_key log_keys[] = {
     KEY_ENUM("level", LOG(level), GW_CF_RELOAD, GW_LOG_INFO, log_levels),
@@ -563,6 +622,7 @@ static const struct gw_config_key top_keys[] = {
     KEY_ARRAY("mcp_servers", TOP(mcp_servers), TOP(n_mcp_servers), GW_CF_RELOAD,
               0, 256, &mcp_server_table),
     KEY_OBJ("limits", TOP(limits), &limits_table),
+    KEY_OBJ("health", TOP(health), &health_table),
     KEY_OBJ("log", TOP(log), &log_table),
 };
 const struct gw_config_table gw_config_schema =
@@ -583,6 +643,12 @@ const char *gw_config_schema_name(const struct gw_config_name *names, int value)
 const char *gw_framing_name(enum gw_framing framing)
 {
     const char *name = gw_config_schema_name(framings, (int)framing);
+    return name != NULL ? name : "unknown";
+}
+
+const char *gw_route_strategy_name(enum gw_route_strategy strategy)
+{
+    const char *name = gw_config_schema_name(strategies, (int)strategy);
     return name != NULL ? name : "unknown";
 }
 
@@ -852,6 +918,7 @@ int gw_config_schema_fill(const struct gw_config_table *table, void *base)
             break;
         case GW_CF_ARRAY:
         case GW_CF_STRINGS:
+        case GW_CF_HEADERS:
             *(void **)field = NULL;
             *COUNTER(base, key) = 0;
             break;
@@ -889,6 +956,16 @@ void gw_config_schema_free(const struct gw_config_table *table, void *base)
             n = *COUNTER(base, key);
             for (size_t k = 0; k < n; k++) {
                 free((*(char ***)field)[k]);
+            }
+            free(*(void **)field);
+            *(void **)field = NULL;
+            *COUNTER(base, key) = 0;
+            break;
+        case GW_CF_HEADERS:
+            n = *COUNTER(base, key);
+            for (size_t k = 0; k < n; k++) {
+                free((*(struct gw_header **)field)[k].name);
+                free((*(struct gw_header **)field)[k].value);
             }
             free(*(void **)field);
             *(void **)field = NULL;
@@ -947,6 +1024,19 @@ bool gw_config_schema_equal(const struct gw_config_key *key, const void *a,
         }
         for (size_t k = 0; k < n; k++) {
             if (strcmp((*(char **const *)fa)[k], (*(char **const *)fb)[k])) {
+                return false;
+            }
+        }
+        return true;
+    case GW_CF_HEADERS:
+        n = CCOUNTER(a, key);
+        if (n != CCOUNTER(b, key)) {
+            return false;
+        }
+        for (size_t k = 0; k < n; k++) {
+            const struct gw_header *ha = &(*(struct gw_header *const *)fa)[k];
+            const struct gw_header *hb = &(*(struct gw_header *const *)fb)[k];
+            if (strcmp(ha->name, hb->name) || strcmp(ha->value, hb->value)) {
                 return false;
             }
         }
@@ -1026,7 +1116,8 @@ size_t gw_config_schema_keep(const struct gw_config_table *table, void *running,
              * ends up holding. */
             swap_bytes(FIELD(running, key), FIELD(loaded, key),
                        field_size(key));
-            if (key->type == GW_CF_ARRAY || key->type == GW_CF_STRINGS) {
+            if (key->type == GW_CF_ARRAY || key->type == GW_CF_STRINGS ||
+                key->type == GW_CF_HEADERS) {
                 swap_bytes(COUNTER(running, key), COUNTER(loaded, key),
                            sizeof(size_t));
             }
@@ -1034,6 +1125,26 @@ size_t gw_config_schema_keep(const struct gw_config_table *table, void *running,
         }
     }
     return kept;
+}
+
+/* Names as written; values masked like any secret string. */
+static cJSON *dump_headers(const struct gw_config_key *key, const void *base,
+                           bool secrets)
+{
+    const struct gw_header *h = *(struct gw_header *const *)CFIELD(base, key);
+    cJSON *obj = cJSON_CreateObject();
+
+    for (size_t k = 0; obj != NULL && k < CCOUNTER(base, key); k++) {
+        const char *v = h[k].value;
+        if ((key->flags & GW_CF_SECRET) && !secrets && *v != '\0') {
+            v = "********";
+        }
+        if (cJSON_AddStringToObject(obj, h[k].name, v) == NULL) {
+            cJSON_Delete(obj);
+            obj = NULL;
+        }
+    }
+    return obj;
 }
 
 static cJSON *dump_value(const struct gw_config_key *key, const void *base,
@@ -1059,6 +1170,8 @@ static cJSON *dump_value(const struct gw_config_key *key, const void *base,
         return cJSON_CreateString(s != NULL ? s : "unknown");
     case GW_CF_OBJECT:
         return gw_config_schema_dump(key->sub, field, secrets);
+    case GW_CF_HEADERS:
+        return dump_headers(key, base, secrets);
     case GW_CF_ARRAY:
     case GW_CF_STRINGS:
         break;

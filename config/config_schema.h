@@ -15,13 +15,15 @@ struct cJSON;
 
 /* What a key holds, and so how it is parsed, freed, compared and dumped. */
 enum gw_config_type {
-    GW_CF_STRING, /* char *, never NULL once defaults are filled */
-    GW_CF_INT,    /* int within [min, max] */
-    GW_CF_BOOL,   /* bool */
-    GW_CF_ENUM,   /* an int-sized enum, written by name (names) */
-    GW_CF_OBJECT, /* a nested struct described by sub */
-    GW_CF_ARRAY,  /* pointer to count elements of sub->size bytes */
-    GW_CF_STRINGS /* char ** holding count strings */
+    GW_CF_STRING,  /* char *, never NULL once defaults are filled */
+    GW_CF_INT,     /* int within [min, max] */
+    GW_CF_BOOL,    /* bool */
+    GW_CF_ENUM,    /* an int-sized enum, written by name (names) */
+    GW_CF_OBJECT,  /* a nested struct described by sub */
+    GW_CF_ARRAY,   /* pointer to count elements of sub->size bytes */
+    GW_CF_STRINGS, /* char ** holding count strings */
+    GW_CF_HEADERS  /* struct gw_header * holding count name/value pairs,
+                      written as an object of strings */
 };
 
 /* Key flags. RELOAD is 0 so that it reads as the default. */

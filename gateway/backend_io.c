@@ -1,7 +1,8 @@
 /*
  * A backend connection's traffic: pooled send buffers, the send queue and
  * the direct write that skips it, and incoming messages reassembled from
- * lws's pieces and unframed.
+ * lws's pieces and unframed; what does not unframe is counted per backend
+ * and reason, and told once per connection.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,89 @@ void gw_backend_io_release(struct gw_backend_conn *conn)
     gw_backend_msg_release(&conn->rx);
 }
 
+/* ---- dropped binary messages ------------------------------------------ */
+
+struct backend_drops *gw_backend_drops_get(struct gw_backend_ws *bws,
+                                           const char *name)
+{
+    struct backend_drops *d;
+    size_t len = strlen(name);
+
+    /* A handful of backends, looked up once per connection. */
+    for (d = bws->drops; d != NULL; d = d->next) {
+        if (strcmp(d->name, name) == 0) {
+            return d;
+        }
+    }
+    d = calloc(1, sizeof(*d) + len + 1);
+    if (d == NULL) {
+        return NULL;
+    }
+    memcpy(d->name, name, len + 1);
+    d->next = bws->drops;
+    bws->drops = d;
+    return d;
+}
+
+void gw_backend_drops_free(struct gw_backend_ws *bws)
+{
+    while (bws->drops != NULL) {
+        struct backend_drops *next = bws->drops->next;
+        free(bws->drops);
+        bws->drops = next;
+    }
+}
+
+void gw_backend_ws_foreach_drops(const struct gw_backend_ws *bws,
+                                 gw_backend_drops_cb cb, void *arg)
+{
+    for (const struct backend_drops *d = bws->drops; d != NULL; d = d->next) {
+        cb(d->name, d->by_reason, arg);
+    }
+}
+
+/*
+ * A binary message that does not decode is audio the device will never
+ * hear. The first of a connection is a warning that says what came and
+ * why it likely did (a wrong framing loses every frame, and a debug line
+ * would hide that); later ones go to debug, 1st, 2nd, 4th, 8th..., so a
+ * broken backend cannot flood the log.
+ */
+static void drop_binary(struct gw_backend_conn *conn, const uint8_t *buf,
+                        size_t len, int err)
+{
+    enum gw_backend_drop why =
+        gw_backend_drop_classify(conn->framing, buf, len, err);
+    const char *hint;
+    char head[16 * 3 + 8]; /* the first 16 bytes in hex */
+
+    conn->bws->stats.rx_bad_frames++;
+    conn->bad_frames++;
+    if (conn->drops != NULL) {
+        conn->drops->by_reason[why]++;
+    }
+    if (conn->bad_frames == 1) {
+        gw_backend_hex_head(buf, len, 16, head, sizeof(head));
+        hint = gw_backend_drop_hint(conn->framing, why, conn->gateway_query);
+        GW_LOG(GW_LOG_WARN, conn->subject,
+               "backend %s (framing %s): dropped binary message of %zu "
+               "bytes (%s): not a %s frame (%s, reason %s)%s%s; the "
+               "device hears none of these, each is counted in "
+               "hybridgw_backend_frames_dropped_total",
+               conn->name, gw_framing_name(conn->framing), len, head,
+               gw_framing_name(conn->framing), gw_strerror(err),
+               gw_backend_drop_name(why), hint != NULL ? "; " : "",
+               hint != NULL ? hint : "");
+    } else if ((conn->bad_frames & (conn->bad_frames - 1)) == 0) {
+        gw_backend_hex_head(buf, len, 16, head, sizeof(head));
+        GW_LOG(GW_LOG_DEBUG, conn->subject,
+               "backend %s: dropped binary message of %zu bytes (%s): %s "
+               "(%llu so far)",
+               conn->name, len, head, gw_backend_drop_name(why),
+               (unsigned long long)conn->bad_frames);
+    }
+}
+
 /* ---- receiving -------------------------------------------------------- */
 
 static void deliver(struct gw_backend_conn *conn, const uint8_t *buf,
@@ -88,16 +172,7 @@ static void deliver(struct gw_backend_conn *conn, const uint8_t *buf,
     int rc =
         gw_audio_frame_decode(conn->framing, buf, len, &ts, &opus, &opus_len);
     if (rc != 0) {
-        bws->stats.rx_bad_frames++;
-        conn->bad_frames++;
-        /* 1st, 2nd, 4th, 8th...: a broken backend cannot flood the log. */
-        if ((conn->bad_frames & (conn->bad_frames - 1)) == 0) {
-            GW_LOG(GW_LOG_DEBUG, conn->subject,
-                   "backend %s: dropped binary message of %zu bytes: %s "
-                   "(%llu so far)",
-                   conn->name, len, gw_strerror(rc),
-                   (unsigned long long)conn->bad_frames);
-        }
+        drop_binary(conn, buf, len, rc);
         return;
     }
     bws->stats.rx_audio++;
@@ -281,7 +356,7 @@ int gw_backend_conn_send_audio(struct gw_backend_conn *conn, uint32_t timestamp,
     if (conn == NULL || (opus == NULL && len > 0)) {
         return GW_EINVAL;
     }
-    if (len > GW_AUDIO_FRAME_MAX_PAYLOAD) {
+    if (len > gw_audio_frame_max_payload(conn->framing)) {
         return GW_ETOOBIG;
     }
     rc = queue_reserve(conn, gw_audio_frame_header_len(conn->framing) + len,
@@ -300,4 +375,14 @@ int gw_backend_conn_send_audio(struct gw_backend_conn *conn, uint32_t timestamp,
     msg->binary = true;
     queue_push(conn, msg);
     return 0;
+}
+
+enum gw_framing gw_backend_conn_framing(const struct gw_backend_conn *conn)
+{
+    return conn->framing;
+}
+
+int gw_backend_conn_pcm_rate(const struct gw_backend_conn *conn)
+{
+    return conn->pcm_sample_rate;
 }

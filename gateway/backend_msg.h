@@ -1,8 +1,9 @@
 /*
  * A backend's incoming WebSocket message put back together from the pieces
  * lws hands over (frame fragments, and frames larger than its read size),
- * bounded by the connection's message limit. Free of lws, so the fuzzer
- * drives the same code as the connection.
+ * bounded by the connection's message limit, and, for a binary message
+ * that does not decode in the backend's framing, why and what it likely
+ * is. Free of lws, so the fuzzer drives the same code as the connection.
  */
 #ifndef GW_BACKEND_MSG_H
 #define GW_BACKEND_MSG_H
@@ -11,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec/audio_frame.h"
 #include "common/error.h"
 
 /* All zero is an empty reassembler; gw_backend_msg_release frees it. */
@@ -46,5 +48,55 @@ GW_MUST_CHECK int gw_backend_msg_add(struct gw_backend_msg *msg, size_t max,
 
 /* Frees the buffer; msg is empty again. */
 void gw_backend_msg_release(struct gw_backend_msg *msg);
+
+/*
+ * Why a binary message was dropped (docs/protocol.md section 6.4), the
+ * reason label of hybridgw_backend_frames_dropped_total.
+ */
+#define GW_BACKEND_DROP_MAP(XX)                                                \
+    XX(BARE_OPUS, "bare_opus")    /* an Opus packet with no header */          \
+    XX(TRUNCATED, "truncated")    /* shorter than its header or length */      \
+    XX(LENGTH, "length_mismatch") /* more bytes than its length says */        \
+    XX(TOO_BIG, "too_big")        /* declares more than 1484 bytes */          \
+    XX(BAD_TYPE, "bad_type")      /* v3 type other than 0 */                   \
+    XX(OTHER, "other")
+
+enum gw_backend_drop {
+#define XX(name, _) GW_BACKEND_DROP_##name,
+    GW_BACKEND_DROP_MAP(XX)
+#undef XX
+        GW_BACKEND_DROP_COUNT_
+};
+
+const char *gw_backend_drop_name(enum gw_backend_drop drop);
+
+/*
+ * Classifies a binary message of len bytes that gw_audio_frame_decode
+ * refused with err in framing. It is BARE_OPUS, whatever err says, when
+ * the framing has a header and the whole message is a well-formed mono
+ * Opus packet of wideband or more, 10 to 120 ms: what the xiaozhi server
+ * sends without ?from=mqtt_gateway. A v2 frame's first byte (0x00, or
+ * 0x01 from the server) reads as a narrowband TOC, so real frames with a
+ * broken length are not taken for one.
+ */
+enum gw_backend_drop gw_backend_drop_classify(enum gw_framing framing,
+                                              const uint8_t *buf, size_t len,
+                                              int err);
+
+/*
+ * The likely cause of a drop, for the warning: a sentence without a
+ * final full stop, or NULL when there is nothing better to say than the
+ * reason. gateway_query: the backend url ends with ?from=mqtt_gateway.
+ */
+const char *gw_backend_drop_hint(enum gw_framing framing,
+                                 enum gw_backend_drop drop, bool gateway_query);
+
+/*
+ * Writes up to max bytes of buf as lowercase hex pairs separated by
+ * spaces, with " ..." when len > max, into out (cap bytes, always
+ * terminated when cap > 0). Returns out.
+ */
+char *gw_backend_hex_head(const uint8_t *buf, size_t len, size_t max, char *out,
+                          size_t cap);
 
 #endif /* GW_BACKEND_MSG_H */

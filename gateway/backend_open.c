@@ -11,11 +11,13 @@
 #include <libwebsockets.h>
 
 #include "codec/ws_url.h"
+#include "common/log.h"
 #include "crypto/credential.h"
 #include "gateway/backend_ws_int.h"
 
 #define DEFAULT_MAX_MESSAGE (64 * 1024)
 #define AUTH_MAX            2048 /* "Bearer <token>" */
+#define GATEWAY_QUERY       "?from=mqtt_gateway"
 
 /* ---- opening ---------------------------------------------------------- */
 
@@ -24,6 +26,18 @@ static bool header_safe(const char *s)
 {
     for (; *s != '\0'; s++) {
         if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The config checked them; a config built in code is checked here. */
+static bool extra_headers_safe(const struct gw_backend_config *be)
+{
+    for (size_t i = 0; i < be->n_headers; i++) {
+        if (gw_config_header_check(be->headers[i].name, be->headers[i].value,
+                                   be->auth.scheme) != NULL) {
             return false;
         }
     }
@@ -76,6 +90,32 @@ static const char *arena_put(char **arena, const char *s, size_t n)
     return copy;
 }
 
+/* The config's extra headers as "name:" NUL value NUL, one pair each. */
+static size_t headers_size(const struct gw_backend_config *be)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < be->n_headers; i++) {
+        n += strlen(be->headers[i].name) + strlen(be->headers[i].value) + 3;
+    }
+    return n;
+}
+
+static void headers_put(struct gw_backend_conn *conn,
+                        const struct gw_backend_config *be, char **arena)
+{
+    conn->extra_headers = *arena;
+    conn->n_extra_headers = be->n_headers;
+    for (size_t i = 0; i < be->n_headers; i++) {
+        size_t len = strlen(be->headers[i].name);
+        memcpy(*arena, be->headers[i].name, len);
+        (*arena)[len] = ':';
+        *arena += len + 1;
+        arena_put(arena, "", 0);
+        arena_put(arena, be->headers[i].value, strlen(be->headers[i].value));
+    }
+}
+
 static struct gw_backend_conn *
 conn_create(const struct gw_backend_connect *params, const struct gw_ws_url *u,
             const char *client_id, const char *authorization)
@@ -86,7 +126,7 @@ conn_create(const struct gw_backend_connect *params, const struct gw_ws_url *u,
     size_t need = strlen(be->name) + strlen(params->device_id) +
                   strlen(client_id) + (fwd != NULL ? strlen(fwd) : 0) +
                   strlen(authorization) + u->host_len + u->authority_len +
-                  u->path_len + 1 + 9;
+                  u->path_len + 1 + 9 + headers_size(be);
     struct gw_backend_conn *conn = calloc(1, sizeof(*conn) + need);
     char *arena;
 
@@ -94,6 +134,7 @@ conn_create(const struct gw_backend_connect *params, const struct gw_ws_url *u,
         return NULL;
     }
     arena = (char *)(conn + 1);
+    headers_put(conn, be, &arena);
     conn->name = arena_put(&arena, be->name, strlen(be->name));
     /* Not copied: the owner updates it once the session has its id. */
     conn->subject =
@@ -117,9 +158,15 @@ conn_create(const struct gw_backend_connect *params, const struct gw_ws_url *u,
     }
     memcpy(arena, u->path, u->path_len);
     arena[u->path_len] = '\0';
+    /* As the xiaozhi server tests it: the request ends with the query. */
+    conn->gateway_query =
+        u->path_len >= sizeof(GATEWAY_QUERY) - 1 &&
+        memcmp(u->path + u->path_len - (sizeof(GATEWAY_QUERY) - 1),
+               GATEWAY_QUERY, sizeof(GATEWAY_QUERY) - 1) == 0;
     conn->port = u->port;
     conn->tls = u->tls;
     conn->framing = be->framing;
+    conn->pcm_sample_rate = be->pcm_sample_rate;
     conn->connect_timeout_ms =
         be->connect_timeout_ms > 0 ? be->connect_timeout_ms : 5000;
     conn->max_message = params->max_message_bytes > 0
@@ -164,15 +211,23 @@ static struct lws_vhost *ca_vhost(struct gw_backend_ws *bws,
     return ca->vh;
 }
 
-static void conn_start(struct gw_backend_conn *conn, struct lws_vhost *vh)
+/* Hands the connection to lws, the address already numeric. */
+static void conn_connect(struct gw_backend_conn *conn)
 {
     struct gw_backend_ws *bws = conn->bws;
     struct lws_client_connect_info ci;
 
     memset(&ci, 0, sizeof(ci));
     ci.context = bws->lws.ctx;
-    ci.vhost = vh;
-    ci.address = conn->address;
+    ci.vhost = conn->vh;
+    /*
+     * lws connects to the IP; the name stays in ci.host, which lws sends
+     * as the Host header and also uses for SNI and the certificate's
+     * name check (it strips the port). Any callback lws makes from
+     * inside this call can only gw_backend_finish() the connection,
+     * which defers on_close to the loop.
+     */
+    ci.address = conn->ip;
     ci.port = conn->port;
     ci.path = conn->path;
     ci.host = conn->host;
@@ -180,14 +235,51 @@ static void conn_start(struct gw_backend_conn *conn, struct lws_vhost *vh)
     ci.local_protocol_name = PROTOCOL_NAME;
     ci.userdata = conn;
     ci.pwsi = &conn->wsi;
-    /*
-     * lws resolves the name synchronously here (this build has no async
-     * DNS): configs name backends by IP or a local name. Any callback
-     * lws makes from inside this call can only gw_backend_finish() the
-     * connection, which defers on_close to the loop.
-     */
+    ci.retry_and_idle_policy = &bws->retry; /* ping/pong when idle */
     if (lws_client_connect_via_info(&ci) == NULL) {
         gw_backend_finish(conn, "connect failed: could not start", false);
+    }
+}
+
+static void resolve_failed(struct gw_backend_conn *conn, int status)
+{
+    gw_log(GW_LOG_WARN, conn->subject, "backend %s: cannot resolve %s: %s",
+           conn->name, conn->address, gw_dns_strerror(status));
+    gw_backend_set_reason(conn, "connect failed: cannot resolve %s: %s",
+                          conn->address, gw_dns_strerror(status));
+    gw_backend_finish(conn, conn->reason, false);
+}
+
+/* The resolver's answer, from the loop; never after gw_backend_finish
+ * (which cancels the request), so the connection is still connecting. */
+static void on_resolved(void *arg, int status, const char *ip)
+{
+    struct gw_backend_conn *conn = arg;
+
+    conn->dns_req = NULL;
+    if (status != 0) {
+        resolve_failed(conn, status);
+        return;
+    }
+    snprintf(conn->ip, sizeof(conn->ip), "%s", ip);
+    conn_connect(conn);
+}
+
+/*
+ * Resolves the url's host off the loop (common/dns_cache.h): an IP
+ * literal or a name answered from the cache connects at once, any other
+ * name when its lookup is back. The connect timeout, already running,
+ * counts the lookup too.
+ */
+static void conn_start(struct gw_backend_conn *conn)
+{
+    int rc = gw_dns_resolve(conn->bws->dns, conn->address, on_resolved, conn,
+                            conn->ip, sizeof(conn->ip), &conn->dns_req);
+
+    if (rc == 1) {
+        conn_connect(conn);
+    } else if (rc < 0) {
+        resolve_failed(conn, rc);
     }
 }
 
@@ -218,6 +310,7 @@ int gw_backend_conn_open(struct gw_backend_ws *bws,
     if (!header_safe(params->device_id) || !header_safe(client_id) ||
         (params->forwarded_for != NULL &&
          !header_safe(params->forwarded_for)) ||
+        !extra_headers_safe(params->backend) ||
         gw_ws_url_parse(params->backend->url, strlen(params->backend->url),
                         &url, NULL) != 0) {
         return GW_EINVAL;
@@ -239,6 +332,7 @@ int gw_backend_conn_open(struct gw_backend_ws *bws,
         return GW_ENOMEM;
     }
     conn->bws = bws;
+    conn->drops = gw_backend_drops_get(bws, conn->name);
     conn->ev = *ev;
     conn->owner = owner;
     conn->state = CONN_CONNECTING;
@@ -252,7 +346,8 @@ int gw_backend_conn_open(struct gw_backend_ws *bws,
     conn->timer.data = conn;
     uv_timer_start(&conn->timer, gw_backend_on_timer,
                    (uint64_t)conn->connect_timeout_ms, 0);
-    conn_start(conn, vh);
+    conn->vh = vh;
+    conn_start(conn);
     *out = conn;
     return 0;
 }
@@ -268,6 +363,7 @@ int gw_backend_append_headers(struct gw_backend_conn *conn, struct lws *wsi,
                            "authorization:", "x-forwarded-for:"};
     const char *values[] = {conn->device_id, conn->client_id, "2",
                             conn->authorization, conn->forwarded_for};
+    const char *extra = conn->extra_headers;
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (values[i] == NULL) {
@@ -276,6 +372,18 @@ int gw_backend_append_headers(struct gw_backend_conn *conn, struct lws *wsi,
         if (lws_add_http_header_by_name(wsi, (const unsigned char *)names[i],
                                         (const unsigned char *)values[i],
                                         (int)strlen(values[i]), p, end)) {
+            gw_backend_set_reason(conn,
+                                  "connect failed: upgrade headers too long");
+            return -1;
+        }
+    }
+    /* backends[].headers, after the gateway's own; never logged. */
+    for (size_t i = 0; i < conn->n_extra_headers; i++) {
+        const char *name = extra, *value = extra + strlen(extra) + 1;
+        extra = value + strlen(value) + 1;
+        if (lws_add_http_header_by_name(wsi, (const unsigned char *)name,
+                                        (const unsigned char *)value,
+                                        (int)strlen(value), p, end)) {
             gw_backend_set_reason(conn,
                                   "connect failed: upgrade headers too long");
             return -1;

@@ -85,6 +85,9 @@ void gw_backend_finish(struct gw_backend_conn *conn, const char *reason,
     }
     conn->state = CONN_DONE;
     gw_backend_set_reason(conn, "%s", reason);
+    /* Still resolving: the answer must not reach a connection gone. */
+    gw_dns_cancel(conn->dns_req);
+    conn->dns_req = NULL;
     if (conn->wsi != NULL) {
         lws_set_wsi_user(conn->wsi, NULL);
         if (kill) {
@@ -261,6 +264,9 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 
     if (bws != NULL) {
         bws->in_lws++;
+        if (reason == LWS_CALLBACK_CLIENT_RECEIVE_PONG) {
+            bws->stats.rx_pongs++;
+        }
     }
     rc = handle_lws(wsi, reason, user, in, len);
     if (bws != NULL) {
@@ -270,6 +276,14 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 }
 
 /* ---- the context ------------------------------------------------------ */
+
+void gw_backend_ws_set_ping(struct gw_backend_ws *bws, unsigned secs)
+{
+    /* lws: hangup 0 turns the checks off; it must exceed the ping. */
+    secs = secs > 30000 ? 30000 : secs;
+    bws->retry.secs_since_valid_ping = (uint16_t)secs;
+    bws->retry.secs_since_valid_hangup = (uint16_t)(2 * secs);
+}
 
 /*
  * With no CA file of our own, name the system bundle explicitly: lws
@@ -297,6 +311,10 @@ int gw_backend_ws_init(uv_loop_t *loop, const char *ca_file,
         return GW_ENOMEM;
     }
     gw_list_init(&bws->conns);
+    if (gw_dns_create(loop, NULL, &bws->dns) != 0) {
+        free(bws);
+        return GW_ENOMEM;
+    }
     memset(&info, 0, sizeof(info));
     info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.port = CONTEXT_PORT_NO_LISTEN;
@@ -306,8 +324,10 @@ int gw_backend_ws_init(uv_loop_t *loop, const char *ca_file,
     info.timeout_secs = LWS_STAGE_TIMEOUT_S;
     info.connect_timeout_secs = LWS_STAGE_TIMEOUT_S;
     info.user = bws; /* on_lws finds bws through the context */
+    gw_backend_ws_set_ping(bws, 30);
     /* No info.extensions: permessage-deflate is never offered. */
     if (gw_lws_uv_create(&bws->lws, loop, &info, "backend", "WebSocket") != 0) {
+        gw_dns_close(bws->dns);
         free(bws);
         return GW_ECONFIG;
     }
@@ -327,6 +347,8 @@ static void on_bws_closed(uv_handle_t *handle)
         free(bws->ca);
         bws->ca = next;
     }
+    gw_dns_close(bws->dns);
+    gw_backend_drops_free(bws);
     if (bws->close_cb != NULL) {
         bws->close_cb(bws, bws->close_arg);
     }

@@ -61,10 +61,16 @@ struct gw_backend_ws_stats {
     uint64_t rx_text, rx_audio, tx_text, tx_audio;
     uint64_t rx_bad_frames; /* undecodable binary messages */
     uint64_t tx_dropped;    /* send queue full */
+    uint64_t rx_pongs;      /* answers to the idle pings */
     uint64_t live;          /* connections whose on_close is still due */
 };
 
 typedef void (*gw_backend_ws_close_cb)(struct gw_backend_ws *bws, void *arg);
+
+/* One backend's dropped binary messages, indexed by enum gw_backend_drop
+ * (gateway/backend_msg.h). */
+typedef void (*gw_backend_drops_cb)(const char *backend,
+                                    const uint64_t *by_reason, void *arg);
 
 /*
  * Creates the lws context on loop. ca_file (may be NULL) is added to the
@@ -89,12 +95,28 @@ void gw_backend_ws_get_stats(const struct gw_backend_ws *bws,
                              struct gw_backend_ws_stats *out);
 
 /*
+ * A connection that received nothing valid for secs gets a WebSocket
+ * ping, and is dropped ("connection lost") when no pong follows within
+ * secs more; 0 turns this off. Default 30. For connections opened after
+ * the call.
+ */
+void gw_backend_ws_set_ping(struct gw_backend_ws *bws, unsigned secs);
+
+/*
+ * Calls cb for every backend a connection has been opened to since init,
+ * in no set order, with its drop counters (zero until a drop).
+ */
+void gw_backend_ws_foreach_drops(const struct gw_backend_ws *bws,
+                                 gw_backend_drops_cb cb, void *arg);
+
+/*
  * Starts connecting to params->backend->url, verbatim. Everything
  * needed is copied: params and the config need not outlive the call.
  * Events go to ev (copied) with owner. Returns 0 (on_open or on_close will
  * follow, never from inside this call) or an error, after which no event
- * follows: GW_EINVAL (bad url, header value with control characters, auth
- * scheme without its token or secret), GW_EPROTO (gw_backend_ws_close was
+ * follows: GW_EINVAL (bad url, header value with control characters, an
+ * extra header gw_config_header_check refuses, auth scheme without its
+ * token or secret), GW_EPROTO (gw_backend_ws_close was
  * called), GW_ECONFIG (the backend's ca_file), GW_ENOMEM. The host name
  * is resolved synchronously (lws 4.1 has no async DNS here).
  */
@@ -114,8 +136,10 @@ GW_MUST_CHECK int gw_backend_conn_send_text(struct gw_backend_conn *conn,
                                             const char *text, size_t len);
 
 /*
- * Queues one Opus packet, framed as the backend's config says, in a
- * pooled buffer. Errors as for text, plus GW_ETOOBIG (over 1484 bytes).
+ * Queues one Opus packet (for pcm16: the PCM of one device frame), framed
+ * as the backend's config says, in a pooled buffer. Errors as for text,
+ * plus GW_ETOOBIG (over 1484 bytes; pcm16: over
+ * GW_AUDIO_FRAME_PCM16_MAX_PAYLOAD).
  */
 GW_MUST_CHECK int gw_backend_conn_send_audio(struct gw_backend_conn *conn,
                                              uint32_t timestamp,
@@ -129,5 +153,11 @@ GW_MUST_CHECK int gw_backend_conn_send_audio(struct gw_backend_conn *conn,
  * than once, and until on_close has run.
  */
 void gw_backend_conn_close(struct gw_backend_conn *conn);
+
+/* The framing of the connection's backend (from its config at open). */
+enum gw_framing gw_backend_conn_framing(const struct gw_backend_conn *conn);
+
+/* pcm16: the backend's configured pcm_sample_rate (from its config). */
+int gw_backend_conn_pcm_rate(const struct gw_backend_conn *conn);
 
 #endif /* GW_BACKEND_WS_H */

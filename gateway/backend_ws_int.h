@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "codec/audio_frame.h"
+#include "common/dns_cache.h"
 #include "common/list.h"
 #include "gateway/backend_msg.h"
 #include "gateway/backend_ws.h"
@@ -55,6 +56,7 @@ struct gw_backend_conn {
     struct gw_backend_events ev;
     void *owner;
     enum gw_framing framing;
+    int pcm_sample_rate; /* pcm16: the backend's configured PCM rate */
     int connect_timeout_ms;
     size_t max_message;
     uint64_t started_ms; /* loop time of gw_backend_conn_open */
@@ -65,16 +67,34 @@ struct gw_backend_conn {
     const char *client_id;
     const char *forwarded_for; /* NULL when unknown */
     const char *authorization; /* "Bearer ...", NULL for scheme none */
-    const char *address;       /* what to connect to */
+    const char *extra_headers; /* backends[].headers: "name:" NUL value NUL */
+    size_t n_extra_headers;    /* pairs at extra_headers */
+    const char *address;       /* the url's host: a name or an IP */
     const char *host;          /* Host header; TLS name (up to ':') */
     const char *path;          /* verbatim from the url */
     int port;
     bool tls;
+
+    struct lws_vhost *vh;       /* the client vhost to connect from */
+    struct gw_dns_req *dns_req; /* while the address is being resolved */
+    char ip[GW_DNS_IP_MAX];     /* what lws connects to */
+
     struct gw_backend_msg rx; /* a message arriving in pieces */
     uint64_t bad_frames;      /* this connection's, for rate-limited logs */
+    /* Its backend's drop counters (NULL when out of memory), and whether
+     * the url ends with ?from=mqtt_gateway, for the drop warning. */
+    struct backend_drops *drops;
+    bool gateway_query;
     struct tx_msg *tx_head, *tx_tail, *spare;
     size_t tx_count, tx_bytes, spare_count;
     char reason[REASON_MAX]; /* the first cause of the end wins */
+};
+
+/* Binary messages of one backend (by name) dropped, for /metrics. */
+struct backend_drops {
+    struct backend_drops *next;
+    uint64_t by_reason[GW_BACKEND_DROP_COUNT_];
+    char name[];
 };
 
 /* Extra client vhosts, one per distinct backend ca_file. */
@@ -98,12 +118,18 @@ struct gw_backend_ws {
     struct ca_vhost *ca;  /* per-backend CA vhosts */
     unsigned n_ca;
     struct gw_list conns; /* every connection not yet freed */
+    struct gw_dns *dns;   /* backend host names, off the loop */
     uv_timer_t timer;     /* shutdown steps */
     enum bws_phase phase;
     gw_backend_ws_close_cb close_cb;
     void *close_arg;
     struct gw_backend_ws_stats stats;
     unsigned in_lws; /* depth of lws callbacks running now */
+    /* Every connection's ping/pong when idle: lws keeps the pointer
+     * and reads the values when it schedules a check. */
+    lws_retry_bo_t retry;
+    /* Drop counters per backend name, kept until the end. */
+    struct backend_drops *drops;
 };
 
 /* The one protocol every connection speaks (backend_ws.c). */
@@ -146,5 +172,13 @@ int gw_backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi);
 
 /* Frees the queues and buffers of a finished connection (backend_io.c). */
 void gw_backend_io_release(struct gw_backend_conn *conn);
+
+/* The drop counters of the backend called name, made on first use; NULL
+ * when out of memory (backend_io.c). */
+struct backend_drops *gw_backend_drops_get(struct gw_backend_ws *bws,
+                                           const char *name);
+
+/* Frees every backend's drop counters (backend_io.c). */
+void gw_backend_drops_free(struct gw_backend_ws *bws);
 
 #endif /* GW_BACKEND_WS_INT_H */

@@ -751,10 +751,20 @@ static void healthz(struct gw_http_api *api, struct gw_http_req *req)
 {
     const struct gw_metrics_sources *src = &api->env.metrics;
     bool up = src->mqtt != NULL && gw_mqtt_link_is_up(src->mqtt);
+    const struct gw_backend_pool *pool = api->env.sessions->env.pool;
     cJSON *doc = cJSON_CreateObject();
+    cJSON *status =
+        cJSON_AddStringToObject(doc, "status", up ? "ok" : "unavailable");
 
-    cJSON_AddStringToObject(doc, "status", up ? "ok" : "unavailable");
     cJSON_AddStringToObject(doc, "broker", up ? "up" : "down");
+    /* A route none of whose backends is in rotation: still 200 (sessions
+     * still try them), but said, with the route and backends. */
+    if (pool != NULL &&
+        gw_backend_pool_health_json(pool, gw_config_live_get(api->env.config),
+                                    uv_now(api->env.loop), doc) > 0 &&
+        up) {
+        cJSON_SetValuestring(status, "degraded");
+    }
     cJSON_AddNumberToObject(doc, "sessions",
                             (double)gw_sessions_live(api->env.sessions));
     cJSON_AddNumberToObject(doc, "devices_online",

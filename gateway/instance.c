@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "gateway/backend_probe.h"
 
 #define DRAIN_TIMEOUT_MS 3000 /* bound on waiting for backends to close */
 
@@ -203,16 +204,28 @@ static int start_parts(struct gw_instance *inst)
                gw_strerror(rc));
         return rc;
     }
+    gw_backend_ws_set_ping(inst->bws, (unsigned)cfg->health.ping_interval_s);
+    /* Kept in the session table's env; freed with the instance. */
+    struct gw_backend_pool *pool = gw_backend_pool_new(uv_hrtime());
+    if (pool == NULL) {
+        return GW_ENOMEM;
+    }
     struct gw_session_env senv = {
         .loop = inst->loop,
         .config = &inst->config,
         .pub = &inst->pub,
         .udp = inst->udp,
         .bws = inst->bws,
+        .pool = pool,
         .devices = &inst->devices,
         .counters = &inst->counters,
     };
     gw_sessions_init(&inst->sessions, &senv);
+    rc = gw_backend_probe_start(inst->loop, &inst->config, inst->bws, pool,
+                                &inst->probe);
+    if (rc != 0) {
+        return rc;
+    }
     inst->sessions.on_empty = on_sessions_empty;
     inst->sessions.on_empty_arg = inst;
     inst->dispatch = (struct gw_mqtt_dispatch){
@@ -293,6 +306,7 @@ static void maybe_finish(struct gw_instance *inst)
         return;
     }
     gw_config_live_close(&inst->config);
+    gw_backend_pool_free(inst->sessions.env.pool);
     if (inst->stop_cb != NULL) {
         inst->stop_cb(inst, inst->stop_arg);
     }
@@ -308,6 +322,11 @@ static void on_part_closed(struct gw_instance *inst)
 static void on_bws_closed(struct gw_backend_ws *bws, void *arg)
 {
     (void)bws;
+    on_part_closed(arg);
+}
+
+static void on_probe_closed(void *arg)
+{
     on_part_closed(arg);
 }
 
@@ -369,7 +388,8 @@ static void close_parts(struct gw_instance *inst)
      * when they started; one more holds until every close is started. */
     inst->parts_open = 2 + (inst->api != NULL) + (inst->mcp_server != NULL) +
                        (inst->outbound != NULL) + (inst->bws != NULL) +
-                       (inst->udp != NULL) + (inst->mqtt != NULL) + 1;
+                       (inst->probe != NULL) + (inst->udp != NULL) +
+                       (inst->mqtt != NULL) + 1;
     uv_timer_stop(&inst->drain_timer);
     uv_close((uv_handle_t *)&inst->drain_timer, on_drain_closed);
     /* HTTP first: its waiting requests let go of their device calls,
@@ -389,6 +409,10 @@ static void close_parts(struct gw_instance *inst)
         gw_mcp_outbound_close(inst->outbound, on_outbound_closed, inst);
     }
     gw_device_table_close(&inst->devices, on_devices_closed, inst);
+    /* Probes under way close with the backends' context. */
+    if (inst->probe != NULL) {
+        gw_backend_probe_close(inst->probe, on_probe_closed, inst);
+    }
     /* Backends first: sessions still waiting for a close get it now. */
     if (inst->bws != NULL) {
         gw_backend_ws_close(inst->bws, on_bws_closed, inst);

@@ -35,6 +35,7 @@ struct gw_instance {
     struct gw_mqtt_link *mqtt;
     struct gw_udp_audio *udp;
     struct gw_backend_ws *bws;
+    struct gw_backend_probe *probe; /* health.probe_interval_s */
     struct gw_device_table devices; /* one record per device */
     struct gw_sessions sessions;
     struct gw_mqtt_dispatch dispatch;

@@ -75,6 +75,18 @@ static void log_config_errors(enum gw_log_level level, const char *err)
     }
 }
 
+/* A valid config that is likely a mistake: said, not refused. */
+static void print_config_warning(const char *key, const char *text, void *arg)
+{
+    fprintf(stderr, "%s: warning: %s: %s\n", (const char *)arg, key, text);
+}
+
+static void log_config_warning(const char *key, const char *text, void *arg)
+{
+    (void)arg;
+    gw_log(GW_LOG_WARN, "config", "%s: %s", key, text);
+}
+
 static int check_config(const char *path)
 {
     char err[CONFIG_ERR_BYTES] = "";
@@ -89,6 +101,7 @@ static int check_config(const char *path)
         fprintf(stderr, "%s: configuration is NOT valid\n", path);
         return 1;
     }
+    gw_config_warnings(cfg, print_config_warning, (void *)path);
     printf("%s: configuration is valid (instance %s, %zu backend%s, "
            "%zu route%s)\n",
            path, cfg->instance, cfg->n_backends,
@@ -129,6 +142,7 @@ static void reload_config(struct gw_main *m)
                n == 1 ? "" : "s");
     }
     apply_log_config(next);
+    gw_config_warnings(next, log_config_warning, NULL);
     gw_instance_set_config(m->inst, next);
     gw_log(GW_LOG_INFO, "config", "reloaded %s", m->config_path);
 }
@@ -200,6 +214,7 @@ static int run(const char *path)
         return 1;
     }
     apply_log_config(cfg);
+    gw_config_warnings(cfg, log_config_warning, NULL);
     /* A peer closing a socket must be an error code, not a signal. */
     signal(SIGPIPE, SIG_IGN);
     mosquitto_lib_init();

@@ -15,6 +15,7 @@
 #include <malloc.h>
 #endif
 
+#include "gateway/backend_msg.h"
 #include "gateway/mcp_outbound.h"
 #include "gateway/mcp_server.h"
 
@@ -115,6 +116,101 @@ static void gauge(struct out *o, const char *name, const char *help, uint64_t n)
     sample(o, name, NULL, NULL, n);
 }
 
+/* ---- backend pools (gateway/backend_pool.c) ---- */
+
+struct pool_out {
+    struct out *o;
+    int family; /* which of pool_part's families is being written */
+};
+
+static void pool_label(struct out *o, const char *name, const char *backend)
+{
+    put(o, "%s{backend=\"", name);
+    put_label_value(o, backend);
+    put(o, "\"");
+}
+
+static void pool_sample(void *arg, const struct gw_backend_state *st)
+{
+    struct pool_out *p = arg;
+    struct out *o = p->o;
+    uint64_t cum = 0;
+
+    switch (p->family) {
+    case 0:
+        for (int h = 0; h < GW_BHEALTH_COUNT_; h++) {
+            pool_label(o, "hybridgw_backend_state", st->name);
+            put(o, ",state=\"%s\"} %d\n",
+                gw_backend_health_name((enum gw_backend_health)h),
+                st->health == (enum gw_backend_health)h);
+        }
+        break;
+    case 1:
+        pool_label(o, "hybridgw_backend_active_sessions", st->name);
+        put(o, "} %llu\n", (unsigned long long)st->active);
+        break;
+    case 2:
+        pool_label(o, "hybridgw_backend_attempts_total", st->name);
+        put(o, "} %llu\n", (unsigned long long)st->attempts);
+        break;
+    case 3:
+        for (int i = 0; i < GW_BFAIL_COUNT_; i++) {
+            pool_label(o, "hybridgw_backend_failures_total", st->name);
+            put(o, ",reason=\"%s\"} %llu\n",
+                gw_backend_failure_name((enum gw_backend_failure)i),
+                (unsigned long long)st->failures[i]);
+        }
+        break;
+    default:
+        for (int i = 0; i <= GW_POOL_LATENCY_BUCKETS; i++) {
+            cum += st->latency[i];
+            pool_label(o, "hybridgw_backend_hello_seconds_bucket", st->name);
+            if (i < GW_POOL_LATENCY_BUCKETS) {
+                put(o, ",le=\"%g\"} %llu\n",
+                    gw_backend_pool_latency_bounds[i] / 1000.0,
+                    (unsigned long long)cum);
+            } else {
+                put(o, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+            }
+        }
+        pool_label(o, "hybridgw_backend_hello_seconds_sum", st->name);
+        put(o, "} %.3f\n", (double)st->latency_sum_ms / 1000.0);
+        pool_label(o, "hybridgw_backend_hello_seconds_count", st->name);
+        put(o, "} %llu\n", (unsigned long long)cum);
+        break;
+    }
+}
+
+/* Per backend, every backend a session was sent to since the start. */
+static void pool_part(struct out *o, const struct gw_metrics_sources *src)
+{
+    static const char *const families[][3] = {
+        {"hybridgw_backend_state", "gauge",
+         "1 for the backend's health: up (in rotation), down (out of it "
+         "for a backoff), trial (one trial session under way)."},
+        {"hybridgw_backend_active_sessions", "gauge",
+         "Sessions connecting to or using the backend."},
+        {"hybridgw_backend_attempts_total", "counter",
+         "Sessions sent to the backend (failover attempts included)."},
+        {"hybridgw_backend_failures_total", "counter",
+         "Failed attempts and abnormally ended sessions, by reason."},
+        {"hybridgw_backend_hello_seconds", "histogram",
+         "Time from the start of an attempt to the backend's hello."},
+    };
+    const struct gw_backend_pool *pool =
+        src->sessions != NULL ? src->sessions->env.pool : NULL;
+    struct pool_out p = {.o = o};
+
+    if (pool == NULL) {
+        return;
+    }
+    for (p.family = 0; p.family < 5; p.family++) {
+        family(o, families[p.family][0], families[p.family][1],
+               families[p.family][2]);
+        gw_backend_pool_each(pool, pool_sample, &p);
+    }
+}
+
 /* ---- the families ------------------------------------------------------ */
 
 static void sessions_part(struct out *o, const struct gw_metrics_sources *src)
@@ -212,6 +308,21 @@ static void histogram(struct out *o, const char *name, const char *help,
     put(o, "%s_count %llu\n", name, (unsigned long long)cum);
 }
 
+/* One backend's samples of hybridgw_backend_frames_dropped_total. */
+static void backend_drops(const char *backend, const uint64_t *by_reason,
+                          void *arg)
+{
+    struct out *o = arg;
+
+    for (int i = 0; i < GW_BACKEND_DROP_COUNT_; i++) {
+        put(o, "hybridgw_backend_frames_dropped_total{backend=\"");
+        put_label_value(o, backend);
+        put(o, "\",reason=\"%s\"} %llu\n",
+            gw_backend_drop_name((enum gw_backend_drop)i),
+            (unsigned long long)by_reason[i]);
+    }
+}
+
 static void transport_part(struct out *o, const struct gw_metrics_sources *src)
 {
     if (src->udp != NULL) {
@@ -259,6 +370,14 @@ static void transport_part(struct out *o, const struct gw_metrics_sources *src)
         counter(o, "hybridgw_backend_bad_frames_total",
                 "Binary backend messages that did not decode.",
                 bs.rx_bad_frames);
+        family(o, "hybridgw_backend_frames_dropped_total", "counter",
+               "Binary backend messages that did not decode in the "
+               "backend's framing, by backend and reason.");
+        gw_backend_ws_foreach_drops(src->bws, backend_drops, o);
+        counter(o, "hybridgw_backend_pongs_total",
+                "Pongs answering the pings of idle backend connections "
+                "(health.ping_interval_s).",
+                bs.rx_pongs);
         counter(o, "hybridgw_backend_dropped_total",
                 "Messages dropped on a full backend send queue.",
                 bs.tx_dropped);
@@ -543,6 +662,7 @@ int gw_metrics_format(const struct gw_metrics_sources *src, char **out,
     sessions_part(&o, src);
     outbox_part(&o, src);
     transport_part(&o, src);
+    pool_part(&o, src);
     mcp_part(&o, src);
     outbound_part(&o, src);
     http_part(&o, src);

@@ -121,7 +121,8 @@ static void maybe_free(struct gw_session *s)
 {
     struct gw_sessions *t = s->table;
 
-    if (s->state != GW_SESSION_CLOSING || !s->timer_closed || s->ws != NULL) {
+    if (s->state != GW_SESSION_CLOSING || !s->timer_closed || s->ws != NULL ||
+        s->abandoned > 0) {
         return;
     }
     gw_list_unlink(&s->node);
@@ -144,7 +145,22 @@ static void on_timer_closed(uv_handle_t *handle)
 
 /* ---- backend side ---- */
 
+/* An attempt shorter than this could not answer: failover stops. */
+#define MIN_ATTEMPT_MS 200
+
 static void try_next_backend(struct gw_session *s);
+static void on_timer(uv_timer_t *timer);
+
+/* The backend tried or used failed for why (GW_BFAIL_NONE: it did not). */
+static void pool_failed(struct gw_session *s, enum gw_backend_failure why,
+                        const char *reason)
+{
+    const struct gw_config *cfg = s->hold->cfg;
+
+    gw_backend_pool_failed(env_of(s)->pool, &s->ticket, why, reason,
+                           cfg->health.backoff_ms, cfg->health.backoff_max_ms,
+                           uv_now(env_of(s)->loop));
+}
 
 static void activate(struct gw_session *s, const struct gw_audio_params *audio)
 {
@@ -252,6 +268,76 @@ static void on_outbox_sent(void *arg, const char *client_id)
     gw_udp_peer_hold(&s->udp, (unsigned)cfg->limits.tts_start_guard_ms);
 }
 
+/* ---- pcm16: the backend speaks PCM, the gateway transcodes ---- */
+
+/*
+ * Sets up the transcoder when the backend's framing is pcm16. The device
+ * is promised the backend's PCM rate (its hello's audio_params, else the
+ * configured pcm_sample_rate), mono, in frames of its own duration, so no
+ * resampling is needed. False when the session has ended.
+ */
+static bool pcm_start(struct gw_session *s, struct gw_backend_conn *conn,
+                      int hello_rate, struct gw_audio_params *audio)
+{
+    if (gw_backend_conn_framing(conn) != GW_FRAMING_PCM16) {
+        return true;
+    }
+    audio->sample_rate =
+        hello_rate > 0 ? hello_rate : gw_backend_conn_pcm_rate(conn);
+    audio->channels = 1;
+    audio->frame_duration = s->hello.audio.frame_duration;
+    struct gw_pcm_bridge_params p = {
+        .up_rate = s->hello.audio.sample_rate,
+        .down_rate = audio->sample_rate,
+        .frame_ms = s->hello.audio.frame_duration,
+        .subject = s->subject,
+    };
+    int rc = gw_pcm_bridge_create(&p, &s->pcm);
+    if (rc != 0) {
+        gw_log(GW_LOG_ERROR, s->subject, "pcm16 codec for %d/%d Hz: %s",
+               p.up_rate, p.down_rate, gw_strerror(rc));
+        gw_session_end(s, GW_END_ERROR);
+        return false;
+    }
+    return true;
+}
+
+/* One encoded downlink frame: on to the paced UDP path like backend Opus. */
+static void pcm_to_device(void *arg, const uint8_t *opus, size_t len)
+{
+    struct gw_session *s = arg;
+
+    env_of(s)->counters->downlink_audio++;
+    if (gw_udp_peer_send(&s->udp, 0, opus, len) != 0) {
+        return; /* counted by the UDP layer */
+    }
+}
+
+/* The end of a reply: its last partial frame goes too, padded. */
+static void pcm_on_tts(struct gw_session *s, const struct gw_envelope *env)
+{
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(env->root, "state");
+
+    if (s->pcm != NULL && env->kind == GW_MSG_TTS && cJSON_IsString(state) &&
+        strcmp(state->valuestring, "stop") == 0) {
+        gw_pcm_bridge_downlink_flush(s->pcm, pcm_to_device, s);
+    }
+}
+
+/* Uplink Opus decoded; the PCM of the frame is one binary message. */
+static void pcm_uplink(struct gw_session *s, const uint8_t *opus, size_t len)
+{
+    uint8_t pcm[GW_PCM_BRIDGE_MAX_FRAME_BYTES];
+    size_t n = 0;
+
+    if (gw_pcm_bridge_uplink(s->pcm, opus, len, pcm, sizeof(pcm), &n) != 0) {
+        return; /* counted, logged once by the bridge */
+    }
+    if (gw_backend_conn_send_audio(s->ws, 0, pcm, n) != 0) {
+        return; /* counted by the WebSocket layer */
+    }
+}
+
 /* Backend JSON for the device: validated, then passed on byte for byte. */
 static void relay_to_device(struct gw_session *s, const char *text, size_t len)
 {
@@ -286,6 +372,7 @@ static void relay_to_device(struct gw_session *s, const char *text, size_t len)
         }
     } else {
         counters->backend_messages++;
+        pcm_on_tts(s, &env);
         rc = gw_publish_json(senv->pub, s->client_id, text, len);
         /*
          * The device plays downlink only after "tts start", which travels
@@ -307,7 +394,10 @@ static void on_ws_open(struct gw_backend_conn *conn, void *owner)
     struct gw_session *s = owner;
     size_t len = 0;
 
-    (void)conn;
+    /* A pcm16 backend is told what it gets: PCM at the device's rate. */
+    snprintf(s->hello.audio.format, sizeof(s->hello.audio.format), "%s",
+             gw_backend_conn_framing(conn) == GW_FRAMING_PCM16 ? "pcm16"
+                                                               : "opus");
     char *hello = gw_backend_hello_build(&s->hello, &len);
     if (hello == NULL || gw_backend_conn_send_text(s->ws, hello, len) != 0) {
         cJSON_free(hello);
@@ -326,8 +416,8 @@ static void on_ws_text(struct gw_backend_conn *conn, const char *text,
     struct gw_session *s = owner;
     struct gw_envelope env;
     struct gw_audio_params audio;
+    int pcm_rate = 0;
 
-    (void)conn;
     if (s->state == GW_SESSION_ACTIVE) {
         relay_to_device(s, text, len);
         return;
@@ -340,14 +430,20 @@ static void on_ws_text(struct gw_backend_conn *conn, const char *text,
     if (rc == 0 && env.kind == GW_MSG_HELLO) {
         rc = gw_backend_hello_parse(env.root, s->session_id,
                                     sizeof(s->session_id), &audio);
+        pcm_rate = gw_pcm_bridge_hello_rate(env.root);
     } else if (rc == 0) {
         rc = GW_EPROTO;
     }
     gw_envelope_free(&env);
     if (rc != 0) {
         /* The hello timer still runs: a backend that never says a valid
-         * hello ends the session there. */
+         * hello is given up there. */
         backend_refused(s, "backend message before hello: %s", gw_strerror(rc));
+        return;
+    }
+    gw_backend_pool_succeeded(env_of(s)->pool, &s->ticket,
+                              uv_now(env_of(s)->loop));
+    if (!pcm_start(s, conn, pcm_rate, &audio)) {
         return;
     }
     activate(s, &audio);
@@ -362,6 +458,10 @@ static void on_ws_audio(struct gw_backend_conn *conn, uint32_t timestamp,
     if (s->state != GW_SESSION_ACTIVE) {
         return;
     }
+    if (s->pcm != NULL) {
+        gw_pcm_bridge_downlink(s->pcm, opus, len, pcm_to_device, s);
+        return;
+    }
     env_of(s)->counters->downlink_audio++;
     if (gw_udp_peer_send(&s->udp, timestamp, opus, len) != 0) {
         return; /* counted by the UDP layer */
@@ -373,16 +473,22 @@ static void on_ws_close(struct gw_backend_conn *conn, const char *reason,
 {
     struct gw_session *s = owner;
 
-    (void)conn;
+    if (conn != s->ws) { /* an attempt given up at its hello deadline */
+        s->abandoned--;
+        maybe_free(s);
+        return;
+    }
     s->ws = NULL;
     switch (s->state) {
     case GW_SESSION_CONNECTING_BACKEND:
         gw_log(GW_LOG_WARN, s->subject, "backend %s: %s", s->backend_name,
                reason);
+        pool_failed(s, gw_backend_pool_classify(reason, false), reason);
         try_next_backend(s);
         break;
     case GW_SESSION_ACTIVE:
         gw_log(GW_LOG_INFO, s->subject, "backend closed: %s", reason);
+        pool_failed(s, gw_backend_pool_classify(reason, true), reason);
         gw_session_end(s, GW_END_BACKEND_CLOSED);
         break;
     default: /* CLOSING */
@@ -406,15 +512,39 @@ static const char *forwarded_for(const struct gw_session *s)
     return address[0] != '\0' ? address : NULL;
 }
 
-/* Opens the next backend of the route; ends the session when none is left. */
+/*
+ * Opens the backend the route's strategy picks next, with a hello
+ * deadline of limits.backend_hello_timeout_ms or what is left of
+ * limits.failover_budget_ms (the device waits 10 s for its hello),
+ * whichever is less; ends the session when no backend or no time is
+ * left.
+ */
 static void try_next_backend(struct gw_session *s)
 {
+    const struct gw_session_env *env = env_of(s);
     const struct gw_config *cfg = s->hold->cfg;
     const struct gw_route_config *route = &cfg->routes[s->route];
+    uint64_t budget = (uint64_t)cfg->limits.failover_budget_ms;
 
-    while (s->next_backend < route->n_backends) {
+    for (;;) {
+        uint64_t now = uv_now(env->loop), used = now - s->started_ms;
+        if (used + MIN_ATTEMPT_MS > budget) {
+            gw_log(GW_LOG_WARN, s->subject,
+                   "no time left for another backend after %llu ms",
+                   (unsigned long long)used);
+            break;
+        }
+        int k = gw_backend_pool_pick(env->pool, cfg, route, s->client_id,
+                                     &s->tried, now, &s->ticket);
+        if (k < 0) {
+            gw_log(GW_LOG_WARN, s->subject,
+                   "no backend of route %d left to try after %llu ms", s->route,
+                   (unsigned long long)used);
+            break;
+        }
         const struct gw_backend_config *b =
-            &cfg->backends[route->backend_index[s->next_backend++]];
+            &cfg->backends[route->backend_index[k]];
+        uint64_t deadline = (uint64_t)cfg->limits.backend_hello_timeout_ms;
         struct gw_backend_connect params = {
             .backend = b,
             .device_id = s->id.mac,
@@ -428,14 +558,21 @@ static void try_next_backend(struct gw_session *s)
                                       &s->ws);
         if (rc == 0) {
             s->backend_name = b->name;
-            GW_LOG(GW_LOG_DEBUG, s->subject, "connecting to backend %s",
-                   b->name);
+            if (deadline > budget - used) {
+                deadline = budget - used;
+            }
+            uv_timer_start(&s->timer, on_timer, deadline, 0);
+            GW_LOG(GW_LOG_DEBUG, s->subject,
+                   "connecting to backend %s, hello due in %llu ms", b->name,
+                   (unsigned long long)deadline);
             return;
         }
         gw_log(GW_LOG_WARN, s->subject, "backend %s: %s", b->name,
                gw_strerror(rc));
+        pool_failed(s, GW_BFAIL_CONNECT, gw_strerror(rc));
     }
-    gw_session_end(s, GW_END_BACKEND_UNAVAILABLE);
+    gw_session_end(s, s->hello_timed_out ? GW_END_BACKEND_HELLO_TIMEOUT
+                                         : GW_END_BACKEND_UNAVAILABLE);
 }
 
 /* ---- timers ---- */
@@ -446,9 +583,20 @@ static void on_timer(uv_timer_t *timer)
     const struct gw_config *cfg = s->hold->cfg;
 
     if (s->state == GW_SESSION_CONNECTING_BACKEND) {
-        gw_log(GW_LOG_WARN, s->subject, "no backend hello within %d ms",
-               cfg->limits.backend_hello_timeout_ms);
-        gw_session_end(s, GW_END_BACKEND_HELLO_TIMEOUT);
+        /* Given up: its close comes later and is only counted then; a
+         * hello it might still send can no longer reach the device. */
+        gw_log(GW_LOG_WARN, s->subject,
+               "backend %s: no backend hello within %llu ms", s->backend_name,
+               (unsigned long long)(uv_now(env_of(s)->loop) -
+                                    s->ticket.started_ms));
+        s->hello_timed_out = true;
+        pool_failed(s, GW_BFAIL_HELLO_TIMEOUT, "no hello in time");
+        if (s->ws != NULL) {
+            gw_backend_conn_close(s->ws);
+            s->ws = NULL;
+            s->abandoned++;
+        }
+        try_next_backend(s);
         return;
     }
     if (s->state != GW_SESSION_ACTIVE) {
@@ -490,6 +638,9 @@ void gw_session_on_device_message(struct gw_session *s,
     if (env->kind == GW_MSG_ABORT) {
         /* The user interrupted: audio still queued here is stale. */
         size_t n = gw_udp_peer_flush(&s->udp);
+        if (s->pcm != NULL) {
+            gw_pcm_bridge_downlink_reset(s->pcm);
+        }
         GW_LOG(GW_LOG_DEBUG, s->subject, "abort: %zu queued packets dropped",
                n);
     }
@@ -508,6 +659,10 @@ void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
         return;
     }
     env_of(s)->counters->uplink_audio++;
+    if (s->pcm != NULL) {
+        pcm_uplink(s, opus, len);
+        return;
+    }
     if (gw_backend_conn_send_audio(s->ws, timestamp, opus, len) != 0) {
         /* Counted by the WebSocket layer; audio is not retried. */
         return;
@@ -637,9 +792,7 @@ int gw_session_start(struct gw_sessions *t, const char *client_id,
                       send_mcp_to_backend, s);
     set_subject(s);
     uv_timer_init(env->loop, &s->timer);
-    s->timer.data = s;
-    uv_timer_start(&s->timer, on_timer,
-                   (uint64_t)cfg->limits.backend_hello_timeout_ms, 0);
+    s->timer.data = s; /* started with each backend attempt */
     gw_list_insert_tail(&t->live, &s->node);
     t->n_live++;
     env->counters->sessions_started++;
@@ -663,7 +816,10 @@ void gw_session_end(struct gw_session *s, enum gw_session_end why)
     if (was_active) {
         gw_udp_peer_stop(&s->udp);
     }
+    gw_pcm_bridge_free(s->pcm); /* codec state goes with the session */
+    s->pcm = NULL;
     gw_mcp_relay_close(&s->relay);
+    gw_backend_pool_done(env->pool, &s->ticket);
     /*
      * The device is told, with the id it knows, unless it left first, is
      * gone from the broker (nobody would receive it), or a newer hello

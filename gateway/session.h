@@ -19,11 +19,13 @@
 #include "codec/hello.h"
 #include "common/list.h"
 #include "common/ratelimit.h"
+#include "gateway/backend_pool.h"
 #include "gateway/backend_ws.h"
 #include "gateway/config_hold.h"
 #include "gateway/counters.h"
 #include "gateway/device_table.h"
 #include "gateway/mcp_relay.h"
+#include "gateway/pcm_bridge.h"
 #include "gateway/publish.h"
 #include "gateway/session_end.h"
 #include "gateway/udp_audio.h"
@@ -35,6 +37,7 @@ struct gw_session_env {
     struct gw_publisher *pub;
     struct gw_udp_audio *udp;
     struct gw_backend_ws *bws;
+    struct gw_backend_pool *pool; /* backend health and choice */
     struct gw_device_table *devices;
     struct gw_counters *counters;
 };
@@ -64,12 +67,16 @@ struct gw_session {
     char subject[GW_CLIENT_ID_MAX + GW_SESSION_ID_MAX + 16]; /* log prefix */
     struct gw_device_hello hello; /* kept until the backend answers */
     int route;                    /* index into cfg->routes */
-    size_t next_backend;          /* next entry of the route to try */
+    struct gw_pool_tried tried;   /* the route's backends tried so far */
+    struct gw_pool_ticket ticket; /* its hold on the backend tried or used */
+    unsigned abandoned;           /* given-up attempts still closing */
+    bool hello_timed_out;         /* an attempt missed its hello deadline */
     const char *backend_name;     /* the backend being tried or used */
     struct gw_backend_conn *ws;   /* NULL once closed */
     struct gw_udp_peer udp;       /* started when ACTIVE */
+    struct gw_pcm_bridge *pcm;    /* pcm16 backends only, else NULL */
     struct gw_mcp_relay relay;    /* the backend's MCP requests */
-    uv_timer_t timer;             /* hello timeout, then idle checks */
+    uv_timer_t timer;             /* attempt's hello deadline, then idle */
     uint64_t started_ms;          /* loop time of the device hello */
     uint64_t serial;              /* unique per instance */
     bool timer_closed;            /* timer's close callback ran */

@@ -101,6 +101,18 @@ static void check_binary(const uint8_t *msg, size_t len)
              ts != (framings[i] == GW_FRAMING_V2 ? load32(copy + 8) : 0))) {
             abort();
         }
+        if (got < 0) {
+            /* What the drop warning says of it: bounded, always ended. */
+            char head[16 * 3 + 8];
+            enum gw_backend_drop why =
+                gw_backend_drop_classify(framings[i], copy, len, got);
+            if ((unsigned)why >= GW_BACKEND_DROP_COUNT_ ||
+                strlen(gw_backend_hex_head(copy, len, 16, head,
+                                           sizeof(head))) >= sizeof(head)) {
+                abort();
+            }
+            (void)gw_backend_drop_hint(framings[i], why, len & 1);
+        }
     }
     free(copy);
 }

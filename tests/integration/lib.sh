@@ -227,6 +227,17 @@ CONF
     return "$rc"
 }
 
+# plain_device CLIENT_ID ARGS...: one simulated device on a broker without
+# the plugin (subscribing, since nothing rewrites its topics); prints its
+# JSON result line.
+plain_device() {
+    local id=$1
+    shift
+    "$SIM" device --broker "127.0.0.1:$BROKER_PORT" --subscribing \
+        --publish-topic 'devices/{client_id}/up' --client-id "$id" --json \
+        "$@" 2>>"$GW_TMP/devices.err" | tail -n 1
+}
+
 # ---- HTTP API and MCP (tests/mcp: Node.js and the official MCP SDK) ----
 
 # daily_token KEY [DAYS]: the manager-api bearer, sha256 hex of the UTC

@@ -53,15 +53,8 @@ new_id() {
         $((n_dev % 256)) "$n_dev")
 }
 
-# device CLIENT_ID ARGS...: one simulated device (subscribing, since the
-# plain broker does no topic rewriting); prints its JSON result line.
-device() {
-    local id=$1
-    shift
-    "$SIM" device --broker "127.0.0.1:$BROKER_PORT" --subscribing \
-        --publish-topic 'devices/{client_id}/up' --client-id "$id" --json \
-        "$@" 2>>"$GW_TMP/devices.err" | tail -n 1
-}
+# device CLIENT_ID ARGS...: lib.sh's plain_device.
+device() { plain_device "$@"; }
 
 # backend_event FILE SID EV: waits for and prints that backend event.
 backend_event() {

@@ -27,8 +27,10 @@
 #include <uv.h>
 
 #include "crypto/credential.h"
+#include "gateway/backend_msg.h"
 #include "gateway/backend_ws.h"
 #include "common/log.h"
+#include "dns_probe.h"
 #include "fixture.h"
 
 #define MAX_ITEMS 16
@@ -672,6 +674,76 @@ static void test_upgrade_request(void **state)
     }
 }
 
+/* backends[].headers reach the backend as written, after the gateway's. */
+static void test_extra_headers(void **state)
+{
+    struct gw_header extra[] = {
+        {"X-Api-Key", "tok 1=/+"},
+        {"CF-Access-Client-Id", "abc.def"},
+        {"x-empty", ""},
+    };
+    char value[256];
+
+    (void)state;
+    setup(NULL);
+    raw_start(RAW_UPGRADE);
+    client_init(NULL);
+    snprintf(T.url, sizeof(T.url), "ws://127.0.0.1:%d/x/?from=mqtt_gateway",
+             T.raw_port);
+    T.be.headers = extra;
+    T.be.n_headers = 3;
+    client_open();
+    RUN_UNTIL(T.opens == 1);
+    assert_line("X-Api-Key", "tok 1=/+");
+    assert_line("CF-Access-Client-Id", "abc.def");
+    assert_true(raw_header("x-empty", value, sizeof(value)));
+    assert_string_equal(value, "");
+    /* the gateway's own are still there, once */
+    assert_line("device-id", MAC);
+    assert_line("protocol-version", "2");
+    const char *mine = strstr(T.raw_req, "\r\nX-Api-Key:");
+    assert_non_null(mine);
+    assert_null(strstr(mine + 2, "\r\nX-Api-Key:"));
+    assert_true(mine > strstr(T.raw_req, "\r\ndevice-id:"));
+    gw_backend_conn_close(T.conn);
+    RUN_UNTIL(T.closes == 1);
+    teardown_all();
+}
+
+/* A config made in code is checked at open: no header can be injected. */
+static void test_extra_headers_refused(void **state)
+{
+    static const struct gw_header bad[][1] = {
+        {{"X-A", "v\r\nX-Evil: 1"}},
+        {{"X A", "v"}},
+        {{"Host", "evil"}},
+        {{"device-id", "aa:bb:cc:dd:ee:ff"}},
+        {{"Sec-WebSocket-Protocol", "x"}},
+    };
+    struct gw_backend_conn *conn = NULL;
+
+    (void)state;
+    setup(NULL);
+    client_init(NULL);
+    snprintf(T.url, sizeof(T.url), "ws://127.0.0.1:9/x/");
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        T.be.headers = (struct gw_header *)bad[i];
+        T.be.n_headers = 1;
+        assert_int_equal(
+            gw_backend_conn_open(T.bws, &T.params, &events, &T, &conn),
+            GW_EINVAL);
+    }
+    /* Authorization is refused only when a scheme sends one. */
+    static const struct gw_header auth[] = {{"Authorization", "Basic dTpw"}};
+    T.be.headers = (struct gw_header *)auth;
+    T.be.auth.scheme = GW_AUTH_BEARER;
+    T.be.auth.token = "t";
+    assert_int_equal(gw_backend_conn_open(T.bws, &T.params, &events, &T, &conn),
+                     GW_EINVAL);
+    assert_int_equal(T.opens + T.closes, 0);
+    teardown_all();
+}
+
 /* ---- messages ------------------------------------------------------- */
 
 static const char hello_down[] = "{\"type\":\"hello\",\"session_id\":\"s1\"}";
@@ -793,6 +865,56 @@ static void test_audio_framings(void **state)
         assert_int_equal(T.closes, 0);
         teardown_all();
     }
+}
+
+/* What gw_backend_ws_foreach_drops reports for one backend. */
+struct drops_seen {
+    const char *backend;
+    int calls;
+    uint64_t by_reason[GW_BACKEND_DROP_COUNT_];
+};
+
+static void on_drops(const char *backend, const uint64_t *by_reason, void *arg)
+{
+    struct drops_seen *seen = arg;
+
+    if (strcmp(backend, seen->backend) == 0) {
+        seen->calls++;
+        memcpy(seen->by_reason, by_reason, sizeof(seen->by_reason));
+    }
+}
+
+/*
+ * A 60 ms wideband SILK packet (TOC 0x58), as the xiaozhi server sends
+ * without ?from=mqtt_gateway: bytes 12..15 read as a v2 length of
+ * 0x58585858, too big.
+ */
+static uint8_t bare_opus[40];
+
+/* Every undecodable message is counted for its backend, by reason (the
+ * integration test test_backend_loss adds connections up). */
+static void test_drops_counted(void **state)
+{
+    struct drops_seen seen = {.backend = "main"};
+
+    (void)state;
+    memset(bare_opus, 0x58, sizeof(bare_opus));
+    setup(NULL);
+    start_with_server();
+    script(LWS_WRITE_BINARY, bare_opus, sizeof(bare_opus));
+    script(LWS_WRITE_BINARY, bare_opus, sizeof(bare_opus));
+    script(LWS_WRITE_BINARY, v2_bad, sizeof(v2_bad));
+    script(LWS_WRITE_BINARY, v2_down, sizeof(v2_down));
+    client_open();
+    RUN_UNTIL(T.n_rx == 1);
+    gw_backend_ws_foreach_drops(T.bws, on_drops, &seen);
+    assert_int_equal(seen.calls, 1);
+    assert_int_equal(seen.by_reason[GW_BACKEND_DROP_BARE_OPUS], 2);
+    assert_int_equal(seen.by_reason[GW_BACKEND_DROP_TRUNCATED], 1);
+    assert_int_equal(seen.by_reason[GW_BACKEND_DROP_TOO_BIG], 0);
+    assert_int_equal(T.closes, 0); /* the connection stays */
+    assert_memory_equal(T.rx[0].data, raw_down, sizeof(raw_down));
+    teardown_all();
 }
 
 static char big_text[10000];
@@ -1020,6 +1142,11 @@ static const struct tls_case tls_cases[] = {
      "connect failed: certificate: hostname mismatch"},
     {"rogue", "localhost", "ca.crt", NULL, NO_ISSUER}, /* unknown CA */
     {"rogue", "127.0.0.1", NULL, "ca.crt", NO_ISSUER},
+    /* Connected by IP once resolved, the name is still what is checked:
+     * a certificate for the IP alone does not pass for "localhost". */
+    {"iponly", "localhost", "ca.crt", NULL,
+     "connect failed: certificate: hostname mismatch"},
+    {"iponly", "127.0.0.1", "ca.crt", NULL, NULL},
 };
 
 static void test_tls(void **state)
@@ -1053,6 +1180,153 @@ static void test_tls(void **state)
             RUN_UNTIL(T.srv_wsi_live == 0);
         }
         teardown_all();
+    }
+}
+
+/* ---- host names: resolved off the loop ------------------------------ */
+
+/* A timer ticking every TICK_MS: the longest gap between two ticks says
+ * how long the loop was held. */
+#define TICK_MS 5
+static struct {
+    uv_timer_t timer;
+    uint64_t last_ns, max_gap_ns;
+    unsigned ticks;
+} Tick;
+
+static void on_tick(uv_timer_t *timer)
+{
+    uint64_t now = uv_hrtime();
+
+    (void)timer;
+    if (Tick.last_ns != 0 && now - Tick.last_ns > Tick.max_gap_ns) {
+        Tick.max_gap_ns = now - Tick.last_ns;
+    }
+    Tick.last_ns = now;
+    Tick.ticks++;
+}
+
+static void tick_start(void)
+{
+    memset(&Tick, 0, sizeof(Tick));
+    uv_timer_init(&T.fx.loop, &Tick.timer);
+    uv_timer_start(&Tick.timer, on_tick, TICK_MS, TICK_MS);
+    Tick.last_ns = uv_hrtime();
+}
+
+static void tick_stop(void)
+{
+    uv_close((uv_handle_t *)&Tick.timer, NULL);
+}
+
+#define SLOW_MS 1000 /* the resolver's delay for "localhost" */
+
+/*
+ * A backend named by host name while the resolver is slow: the open call
+ * returns at once, the loop keeps turning during the lookup (no gap near
+ * SLOW_MS), getaddrinfo never runs on the loop's thread, and the upgrade
+ * carries the name in Host.
+ */
+static void test_resolve_off_loop(void **state)
+{
+    struct gw_dns_probe probe;
+    char want[64], value[256];
+    uint64_t t0, open_ns;
+
+    (void)state;
+    setup(NULL);
+    gw_dns_probe_reset();
+    raw_start(RAW_UPGRADE);
+    client_init(NULL);
+    snprintf(T.url, sizeof(T.url), "ws://localhost:%d/xiaozhi/v1/", T.raw_port);
+    gw_dns_probe_slow("localhost", SLOW_MS);
+    tick_start();
+    t0 = uv_hrtime();
+    client_open();
+    open_ns = uv_hrtime() - t0;
+    RUN_UNTIL(T.opens == 1);
+    tick_stop();
+    gw_dns_probe_get(&probe);
+    print_message("# open call %.1f ms, %u ticks, longest loop gap %.1f ms, "
+                  "names looked up on the loop %u, off it %u\n",
+                  (double)open_ns / 1e6, Tick.ticks,
+                  (double)Tick.max_gap_ns / 1e6, probe.names_on_loop,
+                  probe.names_off_loop);
+    assert_int_equal(probe.names_on_loop, 0);
+    assert_true(probe.names_off_loop >= 1);
+    assert_true(open_ns < (uint64_t)SLOW_MS * 1000000 / 2);
+    assert_true(Tick.max_gap_ns < (uint64_t)SLOW_MS * 1000000 / 2);
+    assert_true(Tick.ticks >= 10);
+    snprintf(want, sizeof(want), "localhost:%d", T.raw_port);
+    assert_true(raw_header("host", value, sizeof(value)));
+    assert_string_equal(value, want);
+    gw_backend_conn_close(T.conn);
+    RUN_UNTIL(T.closes == 1);
+    teardown_all();
+}
+
+/* A name that does not resolve: a connect failure naming it and the
+ * resolver's error, from the loop; the second attempt comes from the
+ * negative cache, without a lookup. */
+static void test_resolve_fails(void **state)
+{
+    struct gw_backend_ws_stats st;
+    struct gw_dns_probe probe;
+
+    (void)state;
+    setup(NULL);
+    gw_dns_probe_reset();
+    client_init(NULL);
+    snprintf(T.url, sizeof(T.url), "ws://backend.invalid:%d/", free_port());
+    for (int i = 1; i <= 2; i++) {
+        assert_int_equal(
+            gw_backend_conn_open(T.bws, &T.params, &events, &T, &T.conn), 0);
+        assert_int_equal(T.closes, i - 1); /* never from inside the call */
+        RUN_UNTIL(T.closes == i);
+        T.conn = NULL;
+        assert_string_equal(T.reason, "connect failed: cannot resolve "
+                                      "backend.invalid: unknown node or "
+                                      "service");
+    }
+    assert_int_equal(T.opens, 0);
+    gw_dns_probe_get(&probe);
+    assert_int_equal(probe.names_on_loop, 0);
+    assert_int_equal(probe.names_off_loop, 1);
+    get_stats(&st);
+    assert_int_equal(st.connect_errors, 2);
+    teardown_all();
+}
+
+/* The owner closes (or the client shuts down) while the name is being
+ * looked up: one on_close, no connection is ever made, nothing leaks. */
+static void test_close_while_resolving(void **state)
+{
+    struct gw_dns_probe probe;
+
+    (void)state;
+    for (int by_shutdown = 0; by_shutdown < 2; by_shutdown++) {
+        setup(NULL);
+        gw_dns_probe_reset();
+        raw_start(RAW_SILENT);
+        client_init(NULL);
+        snprintf(T.url, sizeof(T.url), "ws://localhost:%d/", T.raw_port);
+        gw_dns_probe_slow("localhost", 200);
+        client_open();
+        if (by_shutdown) {
+            teardown_all(); /* asserts one on_close and an empty loop */
+        } else {
+            gw_backend_conn_close(T.conn);
+            RUN_UNTIL(T.closes == 1);
+            T.conn = NULL;
+            gw_dns_probe_get(&probe);
+            RUN_UNTIL((gw_dns_probe_get(&probe), probe.returned == 1));
+            teardown_all();
+        }
+        assert_int_equal(T.opens, 0);
+        assert_int_equal(T.closes, 1);
+        assert_string_equal(T.reason, "closed by gateway");
+        assert_int_equal(T.raw_req_len, 0);
+        assert_false(T.raw_client_open);
     }
 }
 
@@ -1151,6 +1425,9 @@ int main(void)
         cmocka_unit_test(test_upgrade_request),
         cmocka_unit_test(test_text_both_ways),
         cmocka_unit_test(test_audio_framings),
+        cmocka_unit_test(test_extra_headers),
+        cmocka_unit_test(test_extra_headers_refused),
+        cmocka_unit_test(test_drops_counted),
         cmocka_unit_test(test_fragmented),
         cmocka_unit_test(test_message_too_big),
         cmocka_unit_test(test_backend_closes),
@@ -1160,6 +1437,9 @@ int main(void)
         cmocka_unit_test(test_upgrade_refused),
         cmocka_unit_test(test_connect_timeout),
         cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_resolve_off_loop),
+        cmocka_unit_test(test_resolve_fails),
+        cmocka_unit_test(test_close_while_resolving),
         cmocka_unit_test(test_queue_limits),
         cmocka_unit_test(test_open_refuses),
     };

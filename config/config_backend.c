@@ -1,0 +1,129 @@
+/*
+ * What the config says about a backend's upgrade request beyond single
+ * keys: the extra headers an operator may add (and the ones the gateway
+ * must keep to itself), and the url query the xiaozhi server needs for
+ * the v2 framing.
+ */
+#include "config/config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "codec/ws_url.h"
+
+#define GATEWAY_QUERY "?from=mqtt_gateway"
+
+/* RFC 7230 section 3.2.6: tchar. */
+static bool is_token(const char *s)
+{
+    static const char extra[] = "!#$%&'*+-.^_`|~";
+
+    if (*s == '\0') {
+        return false;
+    }
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+              (c >= 'A' && c <= 'Z') || strchr(extra, c) != NULL)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * Headers the upgrade already carries (lws, gateway/backend_open.c) or
+ * that would change how the request is framed: a second copy would let
+ * a config override the device's identity or confuse a proxy.
+ */
+static bool reserved(const char *name, enum gw_auth_scheme scheme)
+{
+    static const char *const names[] = {
+        "host",           "connection",        "upgrade",
+        "content-length", "transfer-encoding", "device-id",
+        "client-id",      "protocol-version",  "x-forwarded-for",
+    };
+
+    if (strncasecmp(name, "sec-websocket-", 14) == 0) {
+        return true;
+    }
+    if (strcasecmp(name, "authorization") == 0) {
+        return scheme != GW_AUTH_NONE;
+    }
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcasecmp(name, names[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *gw_config_header_check(const char *name, const char *value,
+                                   enum gw_auth_scheme scheme)
+{
+    if (!is_token(name)) {
+        return "is not a header name (letters, digits and "
+               "!#$%&'*+-.^_`|~ only)";
+    }
+    if (strlen(name) > GW_HEADER_NAME_MAX) {
+        return "header name is longer than 64 characters";
+    }
+    if (reserved(name, scheme)) {
+        return strcasecmp(name, "authorization") == 0
+                   ? "is set by auth.scheme; use one or the other"
+                   : "is set by the gateway itself";
+    }
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+        /* A CR or LF would end the header and start another; tabs and
+         * non-ASCII bytes are refused too, as at connect time. */
+        if (*p < 0x20 || *p >= 0x7f) {
+            return "must be printable ASCII (no control characters)";
+        }
+    }
+    if (strlen(value) > GW_HEADER_VALUE_MAX) {
+        return "is longer than 1024 characters";
+    }
+    return NULL;
+}
+
+static bool has_gateway_query(const char *url)
+{
+    struct gw_ws_url u;
+    size_t q = sizeof(GATEWAY_QUERY) - 1;
+
+    if (gw_ws_url_parse(url, strlen(url), &u, NULL) != 0) {
+        return true; /* refused elsewhere */
+    }
+    return u.path_len >= q &&
+           memcmp(u.path + u.path_len - q, GATEWAY_QUERY, q) == 0;
+}
+
+size_t gw_config_warnings(const struct gw_config *cfg, gw_config_warn_cb cb,
+                          void *arg)
+{
+    size_t n = 0;
+    char path[64], text[320];
+
+    for (size_t i = 0; i < cfg->n_backends; i++) {
+        const struct gw_backend_config *be = &cfg->backends[i];
+
+        if (be->framing != GW_FRAMING_V2 || has_gateway_query(be->url)) {
+            continue;
+        }
+        n++;
+        if (cb != NULL) {
+            snprintf(path, sizeof(path), "backends[%zu].url", i);
+            /* Backend names are short and plain (check_name). */
+            snprintf(text, sizeof(text),
+                     "backend %s: framing is v2 but the url does not end "
+                     "with ?from=mqtt_gateway: xiaozhi-esp32-server then "
+                     "sends bare Opus, which the gateway drops (add the "
+                     "query, or set framing to raw for a server that "
+                     "wants none)",
+                     be->name);
+            cb(path, text, arg);
+        }
+    }
+    return n;
+}
