@@ -14,6 +14,9 @@
 #                                  below; loopback otherwise)
 #   BENCH_PERF=/tmp/gw.perf        also profile the gateway over the steady
 #                                  window (perf record -g; one file per N)
+#   BENCH_GW=path/to/hybridgw      another gateway binary (a previous build,
+#                                  for a side-by-side ratio)
+#   BENCH_REPORT=file              where the report goes (bench/REPORT.md)
 #
 # Network namespaces (BENCH_NET=netns): the gateway and mosquitto share
 # one, the devices and the backend each have their own, joined to it by
@@ -40,7 +43,8 @@ fi
 
 scripts/setup.sh >/dev/null
 scripts/build.sh plain >/dev/null
-gw=build/plain/gateway/hybridgw
+gw=${BENCH_GW:-build/plain/gateway/hybridgw}
+report=${BENCH_REPORT:-bench/REPORT.md}
 sim=build/plain/tools/hybridgw-sim
 floor_bin=build/plain/bench/loopback_floor
 hz=$(getconf CLK_TCK)
@@ -372,5 +376,5 @@ fi
         echo
         cat bench/NOTES.md
     fi
-} >bench/REPORT.md
-cat bench/REPORT.md
+} >"$report"
+cat "$report"

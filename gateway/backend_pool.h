@@ -66,6 +66,8 @@ struct gw_backend_state {
     uint64_t failures[GW_BFAIL_COUNT_];
     uint64_t latency[GW_POOL_LATENCY_BUCKETS + 1]; /* hello, per bucket */
     uint64_t latency_sum_ms;
+    uint64_t frames[2];     /* audio messages: [0] to it, [1] from it */
+    uint64_t bytes[2];      /* and their audio bytes (headers not counted) */
     char last_failure[128]; /* for /healthz and logs */
 };
 

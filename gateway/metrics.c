@@ -161,6 +161,18 @@ static void pool_sample(void *arg, const struct gw_backend_state *st)
                 (unsigned long long)st->failures[i]);
         }
         break;
+    case 5:
+    case 6:
+        for (int dir = 0; dir < 2; dir++) {
+            pool_label(o,
+                       p->family == 5 ? "hybridgw_backend_audio_frames_total"
+                                      : "hybridgw_backend_audio_bytes_total",
+                       st->name);
+            put(o, ",direction=\"%s\"} %llu\n", dir == 0 ? "to" : "from",
+                (unsigned long long)(p->family == 5 ? st->frames[dir]
+                                                    : st->bytes[dir]));
+        }
+        break;
     default:
         for (int i = 0; i <= GW_POOL_LATENCY_BUCKETS; i++) {
             cum += st->latency[i];
@@ -196,6 +208,11 @@ static void pool_part(struct out *o, const struct gw_metrics_sources *src)
          "Failed attempts and abnormally ended sessions, by reason."},
         {"hybridgw_backend_hello_seconds", "histogram",
          "Time from the start of an attempt to the backend's hello."},
+        {"hybridgw_backend_audio_frames_total", "counter",
+         "Audio messages sent to (to) and received from (from) the backend "
+         "by its sessions."},
+        {"hybridgw_backend_audio_bytes_total", "counter",
+         "Audio bytes of those messages, framing headers not counted."},
     };
     const struct gw_backend_pool *pool =
         src->sessions != NULL ? src->sessions->env.pool : NULL;
@@ -204,7 +221,7 @@ static void pool_part(struct out *o, const struct gw_metrics_sources *src)
     if (pool == NULL) {
         return;
     }
-    for (p.family = 0; p.family < 5; p.family++) {
+    for (p.family = 0; p.family < 7; p.family++) {
         family(o, families[p.family][0], families[p.family][1],
                families[p.family][2]);
         gw_backend_pool_each(pool, pool_sample, &p);

@@ -268,6 +268,18 @@ static void on_outbox_sent(void *arg, const char *client_id)
     gw_udp_peer_hold(&s->udp, (unsigned)cfg->limits.tts_start_guard_ms);
 }
 
+/* Audio to (dir 0) or from (dir 1) the session's backend, per backend:
+ * two increments where the packet is handled anyway. */
+static void count_audio(struct gw_session *s, int dir, size_t len)
+{
+    struct gw_backend_state *st = s->ticket.st;
+
+    if (st != NULL) {
+        st->frames[dir]++;
+        st->bytes[dir] += len;
+    }
+}
+
 /* ---- pcm16: the backend speaks PCM, the gateway transcodes ---- */
 
 /*
@@ -336,6 +348,7 @@ static void pcm_uplink(struct gw_session *s, const uint8_t *opus, size_t len)
     if (gw_backend_conn_send_audio(s->ws, 0, pcm, n) != 0) {
         return; /* counted by the WebSocket layer */
     }
+    count_audio(s, 0, n);
 }
 
 /* Backend JSON for the device: validated, then passed on byte for byte. */
@@ -458,6 +471,7 @@ static void on_ws_audio(struct gw_backend_conn *conn, uint32_t timestamp,
     if (s->state != GW_SESSION_ACTIVE) {
         return;
     }
+    count_audio(s, 1, len);
     if (s->pcm != NULL) {
         gw_pcm_bridge_downlink(s->pcm, opus, len, pcm_to_device, s);
         return;
@@ -667,6 +681,7 @@ void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
         /* Counted by the WebSocket layer; audio is not retried. */
         return;
     }
+    count_audio(s, 0, len);
 }
 
 /* {"type":"mcp","session_id":..,"payload":payload} to the backend. */

@@ -231,6 +231,15 @@ check "and b's hello latency" \
 check "b is up" test "$(metric 'hybridgw_backend_state{backend="b",state="up"}')" -eq 1
 check "dead is down" \
     test "$(metric 'hybridgw_backend_state{backend="dead",state="up"}')" -eq 0
+# Audio each way per backend: the conversations of sections 1-5 spoke to
+# a, b and c; dead and silent never carried a frame.
+for b in a b c; do
+    check "$b's audio counted both ways" test \
+        "$(metric "hybridgw_backend_audio_frames_total{backend=\"$b\",direction=\"to\"}")" -gt 0 -a \
+        "$(metric "hybridgw_backend_audio_bytes_total{backend=\"$b\",direction=\"from\"}")" -gt 0
+done
+check "none to the backend that never said hello" \
+    test "$(metric 'hybridgw_backend_audio_frames_total{backend="silent",direction="to"}')" -eq 0
 
 echo "# 6. a backend killed mid-run"
 reload weighted
