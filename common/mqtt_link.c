@@ -8,6 +8,7 @@
 #include "common/mqtt_link.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +62,17 @@ struct gw_mqtt_link {
     bool tls;                   /* connect by name: see try_connect */
     struct gw_dns *dns;         /* the broker's name, off the loop */
     struct gw_dns_req *dns_req; /* while it is being resolved */
+
+    /*
+     * A TLS connect runs on libuv's threadpool (see try_connect). While
+     * it does, the worker owns mosq: the loop leaves it alone (no misc,
+     * no watch, no publish) until after_connect runs on the loop.
+     */
+    uv_work_t connect_work;
+    bool connecting; /* connect_work queued and not yet back */
+    int connect_rc;  /* written by the worker, read after it */
+    int connect_errno;
+    char connect_err[192]; /* the library's first error in the worker */
 };
 
 static void watch_sync(struct gw_mqtt_link *link);
@@ -68,7 +80,7 @@ static void on_retry(uv_timer_t *timer);
 
 static void maybe_finish(struct gw_mqtt_link *link)
 {
-    if (!link->closing || link->handles_open > 0) {
+    if (!link->closing || link->handles_open > 0 || link->connecting) {
         return;
     }
     mosquitto_destroy(link->mosq);
@@ -130,8 +142,8 @@ static unsigned next_delay(struct gw_mqtt_link *link)
 
 static void schedule_retry(struct gw_mqtt_link *link)
 {
-    /* A lookup under way is an attempt under way. */
-    if (link->closing || link->dns_req != NULL ||
+    /* A lookup or a connect under way is an attempt under way. */
+    if (link->closing || link->dns_req != NULL || link->connecting ||
         uv_is_active((uv_handle_t *)&link->retry_timer)) {
         return;
     }
@@ -159,7 +171,20 @@ static void log_tls_failure(struct gw_mqtt_link *link)
            link->host, link->port);
 }
 
-/* address: the broker's IP, or its name for TLS (see try_connect). */
+/* rc, err: what mosquitto_connect_async returned, errno after it. */
+static void connect_done(struct gw_mqtt_link *link, int rc, int err)
+{
+    if (rc == MOSQ_ERR_TLS) {
+        log_tls_failure(link);
+    } else if (rc != MOSQ_ERR_SUCCESS) {
+        gw_log(GW_LOG_WARN, "mqtt", "connect to %s:%d failed: %s", link->host,
+               link->port,
+               rc == MOSQ_ERR_ERRNO ? strerror(err) : mosquitto_strerror(rc));
+    }
+    watch_sync(link);
+}
+
+/* address: the broker's IP (see try_connect). */
 static void connect_to(struct gw_mqtt_link *link, const char *address)
 {
     int rc;
@@ -167,14 +192,60 @@ static void connect_to(struct gw_mqtt_link *link, const char *address)
     link->tls_told = false;
     rc = mosquitto_connect_async(link->mosq, address, link->port,
                                  link->keepalive_s);
-    if (rc == MOSQ_ERR_TLS) {
-        log_tls_failure(link);
-    } else if (rc != MOSQ_ERR_SUCCESS) {
-        gw_log(GW_LOG_WARN, "mqtt", "connect to %s:%d failed: %s", link->host,
-               link->port,
-               rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+    connect_done(link, rc, errno);
+}
+
+/* On a threadpool thread: the name lookup and the TCP connect. */
+static void connect_work_run(uv_work_t *work)
+{
+    struct gw_mqtt_link *link = work->data;
+
+    errno = 0;
+    link->connect_rc = mosquitto_connect_async(link->mosq, link->host,
+                                               link->port, link->keepalive_s);
+    link->connect_errno = errno;
+}
+
+/* Back on the loop: mosq is the loop's again. */
+static void connect_work_done(uv_work_t *work, int status)
+{
+    struct gw_mqtt_link *link = work->data;
+
+    link->connecting = false;
+    if (link->closing) {
+        maybe_finish(link); /* destroying mosq closes what it opened */
+        return;
     }
-    watch_sync(link);
+    if (link->connect_err[0] != '\0') {
+        gw_log(GW_LOG_WARN, "mqtt", "%s:%d: %s", link->host, link->port,
+               link->connect_err);
+        if (strncmp(link->connect_err, "OpenSSL Error", 13) == 0) {
+            log_tls_failure(link);
+        }
+    }
+    if (status != 0) { /* not started (cancelled): try again later */
+        watch_sync(link);
+        return;
+    }
+    connect_done(link, link->connect_rc, link->connect_errno);
+}
+
+static void connect_by_name(struct gw_mqtt_link *link)
+{
+    int rc;
+
+    link->tls_told = false;
+    link->connect_err[0] = '\0';
+    link->connect_work.data = link;
+    link->connecting = true; /* before the worker can look at it */
+    rc = uv_queue_work(link->loop, &link->connect_work, connect_work_run,
+                       connect_work_done);
+    if (rc != 0) {
+        link->connecting = false;
+        gw_log(GW_LOG_WARN, "mqtt", "cannot queue the connect to %s:%d: %s",
+               link->host, link->port, uv_strerror(rc));
+        schedule_retry(link);
+    }
 }
 
 static void resolve_failed(struct gw_mqtt_link *link, int status)
@@ -204,19 +275,20 @@ static void try_connect(struct gw_mqtt_link *link)
      * getaddrinfo then gets a literal and does not block. With TLS,
      * libmosquitto checks the broker's certificate (and sends SNI)
      * against the host given to connect, with no way to name it apart:
-     * connecting by IP would check the IP. So a TLS broker is connected
-     * by name and the library resolves it synchronously; configs name it
-     * by IP literal or a local name, and it happens once per reconnect.
-     * The TCP connect itself does not block.
+     * connecting by IP would check the IP and break SNI routing. So a
+     * TLS broker is connected by name, and the whole connect call (its
+     * getaddrinfo included) runs on the threadpool while the loop keeps
+     * its hands off the handle. The handshake then runs on the loop,
+     * driven by the socket's readiness.
      */
     char ip[GW_DNS_IP_MAX];
     int rc;
 
-    if (link->dns_req != NULL) {
+    if (link->dns_req != NULL || link->connecting) {
         return;
     }
     if (link->tls) {
-        connect_to(link, link->host);
+        connect_by_name(link);
         return;
     }
     rc = gw_dns_resolve(link->dns, link->host, on_resolved, link, ip,
@@ -278,11 +350,12 @@ static void on_poll(uv_poll_t *poll, int status, int events)
 /* Makes the uv_poll match the library's socket and write interest. */
 static void watch_sync(struct gw_mqtt_link *link)
 {
-    int fd = mosquitto_socket(link->mosq);
+    int fd;
 
-    if (link->closing) {
-        return;
+    if (link->closing || link->connecting) {
+        return; /* the worker has mosq */
     }
+    fd = mosquitto_socket(link->mosq);
     if (fd != link->fd) {
         watch_drop(link);
     }
@@ -327,6 +400,9 @@ static void on_misc(uv_timer_t *timer)
 {
     struct gw_mqtt_link *link = timer->data;
 
+    if (link->connecting) {
+        return; /* the worker has mosq */
+    }
     if (mosquitto_socket(link->mosq) >= 0) {
         mosquitto_loop_misc(link->mosq); /* PINGREQ, keepalive expiry */
     }
@@ -399,6 +475,13 @@ static void on_lib_log(struct mosquitto *mosq, void *obj, int level,
     struct gw_mqtt_link *link = obj;
 
     (void)mosq;
+    if (link->connecting) {
+        /* On the worker: kept for the loop to log (the first error). */
+        if ((level & MOSQ_LOG_ERR) != 0 && link->connect_err[0] == '\0') {
+            snprintf(link->connect_err, sizeof(link->connect_err), "%s", str);
+        }
+        return;
+    }
     if ((level & MOSQ_LOG_ERR) != 0 && !link->closing) {
         gw_log(GW_LOG_WARN, "mqtt", "%s:%d: %s", link->host, link->port, str);
         if (strncmp(str, "OpenSSL Error", 13) == 0) {
@@ -550,7 +633,7 @@ int gw_mqtt_link_publish(struct gw_mqtt_link *link, const char *topic,
     if (len > MQTT_MAX_PAYLOAD) {
         return GW_ETOOBIG;
     }
-    if (!link->up || link->closing) {
+    if (!link->up || link->closing || link->connecting) {
         link->stats.tx_dropped++;
         return -ENOTCONN;
     }
@@ -579,6 +662,12 @@ void gw_mqtt_link_get_stats(const struct gw_mqtt_link *link,
     *out = link->stats;
 }
 
+void gw_mqtt_link_get_dns_stats(const struct gw_mqtt_link *link,
+                                struct gw_dns_stats *out)
+{
+    gw_dns_get_stats(link->dns, out);
+}
+
 void gw_mqtt_link_close(struct gw_mqtt_link *link, gw_mqtt_close_cb cb,
                         void *arg)
 {
@@ -592,10 +681,14 @@ void gw_mqtt_link_close(struct gw_mqtt_link *link, gw_mqtt_close_cb cb,
     link->close_arg = arg;
     gw_dns_cancel(link->dns_req);
     link->dns_req = NULL;
+    if (link->connecting) {
+        /* Not started: never runs. Running: finishes, then maybe_finish. */
+        (void)uv_cancel((uv_req_t *)&link->connect_work);
+    }
     /* Stop polling before the library closes the fd under the poll. */
     watch_drop(link);
     link->closing = true; /* the disconnect below is not a loss */
-    if (link->up) {
+    if (link->up && !link->connecting) {
         /* Written at once, outside any callback; a clean disconnect
          * discards the will, so the offline state goes first. */
         if (link->status_topic != NULL) {

@@ -12,6 +12,7 @@
 
 #include <uv.h>
 
+#include "common/dns_cache.h"
 #include "common/error.h"
 
 struct gw_mqtt_link;
@@ -81,6 +82,11 @@ struct gw_mqtt_link_stats {
 };
 void gw_mqtt_link_get_stats(const struct gw_mqtt_link *link,
                             struct gw_mqtt_link_stats *out);
+
+/* The broker name's resolver cache; a TLS broker is looked up by the
+ * library instead (see try_connect) and counts nothing here. */
+void gw_mqtt_link_get_dns_stats(const struct gw_mqtt_link *link,
+                                struct gw_dns_stats *out);
 
 /*
  * Sends DISCONNECT if connected, closes every handle and frees the link;

@@ -412,3 +412,9 @@ void gw_backend_ws_get_stats(const struct gw_backend_ws *bws,
 {
     *out = bws->stats;
 }
+
+void gw_backend_ws_get_dns_stats(const struct gw_backend_ws *bws,
+                                 struct gw_dns_stats *out)
+{
+    gw_dns_get_stats(bws->dns, out);
+}

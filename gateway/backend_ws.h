@@ -13,6 +13,7 @@
 
 #include <uv.h>
 
+#include "common/dns_cache.h"
 #include "config/config.h"
 #include "common/error.h"
 
@@ -93,6 +94,10 @@ void gw_backend_ws_close(struct gw_backend_ws *bws, gw_backend_ws_close_cb cb,
 
 void gw_backend_ws_get_stats(const struct gw_backend_ws *bws,
                              struct gw_backend_ws_stats *out);
+
+/* The backends' resolver cache (common/dns_cache.h). */
+void gw_backend_ws_get_dns_stats(const struct gw_backend_ws *bws,
+                                 struct gw_dns_stats *out);
 
 /*
  * A connection that received nothing valid for secs gets a WebSocket

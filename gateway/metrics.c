@@ -417,6 +417,45 @@ static void transport_part(struct out *o, const struct gw_metrics_sources *src)
     }
 }
 
+/* The resolver caches (common/dns_cache.h), one label value each. */
+static void dns_part(struct out *o, const struct gw_metrics_sources *src)
+{
+    struct gw_dns_stats st[2];
+    const char *names[2];
+    size_t n = 0;
+
+    if (src->bws != NULL) {
+        gw_backend_ws_get_dns_stats(src->bws, &st[n]);
+        names[n++] = "backends";
+    }
+    if (src->mqtt != NULL) {
+        gw_mqtt_link_get_dns_stats(src->mqtt, &st[n]);
+        names[n++] = "broker";
+    }
+    if (n == 0) {
+        return;
+    }
+    family(o, "hybridgw_dns_lookups_total", "counter",
+           "Host name lookups made on the resolver threads, by resolver.");
+    for (size_t i = 0; i < n; i++) {
+        sample(o, "hybridgw_dns_lookups_total", "resolver", names[i],
+               st[i].lookups);
+    }
+    family(o, "hybridgw_dns_cache_hits_total", "counter",
+           "Host names answered from the cache or by a lookup already "
+           "under way, by resolver.");
+    for (size_t i = 0; i < n; i++) {
+        sample(o, "hybridgw_dns_cache_hits_total", "resolver", names[i],
+               st[i].hits + st[i].coalesced);
+    }
+    family(o, "hybridgw_dns_failures_total", "counter",
+           "Host name lookups that failed, by resolver.");
+    for (size_t i = 0; i < n; i++) {
+        sample(o, "hybridgw_dns_failures_total", "resolver", names[i],
+               st[i].failures);
+    }
+}
+
 static void latency_part(struct out *o, const struct gw_mcp_stats *st)
 {
     static const unsigned bounds[GW_MCP_LATENCY_BUCKETS] =
@@ -679,6 +718,7 @@ int gw_metrics_format(const struct gw_metrics_sources *src, char **out,
     sessions_part(&o, src);
     outbox_part(&o, src);
     transport_part(&o, src);
+    dns_part(&o, src);
     pool_part(&o, src);
     mcp_part(&o, src);
     outbound_part(&o, src);

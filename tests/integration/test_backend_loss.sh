@@ -18,10 +18,13 @@ http_port=$(free_port)
 cfg=$GW_TMP/gw.json
 write_gateway_config "$cfg" "\"limits\": { \"backend_hello_timeout_ms\": 3000 }"
 # The user's url: the path is right, the query is not there.
+# The broker and the backend by name: their lookups show in /metrics.
 sed -i "s|/xiaozhi/v1/?from=mqtt_gateway|/xiaozhi/v1/|;
+        s|ws://127.0.0.1:|ws://localhost:|;
+        s|\"host\": \"127.0.0.1\"|\"host\": \"localhost\"|;
         s|\"http\": { \"port\": 0 }|\"http\": { \"port\": $http_port }|;
         s|\"level\": \"debug\"|\"level\": \"info\"|" "$cfg"
-grep -q '"url": "ws://127.0.0.1:[0-9]*/xiaozhi/v1/"' "$cfg" ||
+grep -q '"url": "ws://localhost:[0-9]*/xiaozhi/v1/"' "$cfg" ||
     bail "the config has the url without the query"
 
 echo "# 1. --check-config warns about the url but accepts the config"
@@ -89,4 +92,13 @@ n=$(awk -v s="$sample" '$1 == s { print $2 }' <<<"$metrics")
 echo "#   $sample ${n:-absent}; the backend sent $sent"
 check "the counter holds every frame the backend sent" \
     test "${n:-0}" -eq "$sent"
+
+echo "# 5. names were looked up off the loop, and cached"
+dns() { awk -v s="hybridgw_dns_$1_total{resolver=\"$2\"}" \
+    '$1 == s { print $2 }' <<<"$metrics"; }
+echo "#   lookups: backends $(dns lookups backends), broker $(dns lookups broker);" \
+    "cache hits: backends $(dns cache_hits backends)"
+check "the broker's name was looked up once" test "$(dns lookups broker)" = 1
+check "the backend's name at least once" test "$(dns lookups backends)" -ge 1
+check "no lookup failed" test "$(dns failures backends)$(dns failures broker)" = 00
 finish

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,6 +69,12 @@ void gw_fixture_peer_start(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
 
 int gw_fixture_broker_start(struct gw_fixture_broker *b, const char *name)
 {
+    return gw_fixture_broker_start_tls(b, name, NULL);
+}
+
+int gw_fixture_broker_start_tls(struct gw_fixture_broker *b, const char *name,
+                                const char *cert_dir)
+{
     const char *tmp = getenv("TMPDIR");
     pid_t parent = getpid();
     FILE *fp;
@@ -89,6 +96,19 @@ int gw_fixture_broker_start(struct gw_fixture_broker *b, const char *name)
             "persistence false\nset_tcp_nodelay true\nlog_dest stderr\n"
             "log_type error\nlog_type warning\n",
             b->port);
+    if (cert_dir != NULL) {
+        /* Started as root, mosquitto reads them as its own user. */
+        static const char *const files[] = {"ca.crt", "good.crt", "good.key"};
+        chmod(cert_dir, 0755);
+        for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+            chmod(gw_fixture_cert(cert_dir, files[i]), 0644);
+        }
+        b->tls_port = gw_fixture_free_port(SOCK_STREAM);
+        fprintf(fp,
+                "listener %d 127.0.0.1\ncafile %s/ca.crt\n"
+                "certfile %s/good.crt\nkeyfile %s/good.key\n",
+                b->tls_port, cert_dir, cert_dir, cert_dir);
+    }
     fclose(fp);
     mosquitto_lib_init();
     b->pid = fork();

@@ -34,6 +34,7 @@ void gw_fixture_peer_start(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
 struct gw_fixture_broker {
     pid_t pid;
     int port;
+    int tls_port; /* gw_fixture_broker_start_tls() only */
     bool exited;
     char dir[64];
     char conf[96];
@@ -45,6 +46,10 @@ struct gw_fixture_broker {
  * program, however the program ends. 0 or -1, for cmocka's group setup.
  */
 int gw_fixture_broker_start(struct gw_fixture_broker *b, const char *name);
+/* The same with a second, TLS listener on tls_port that serves good.crt
+ * of gw_fixture_certs(cert_dir) (localhost and 127.0.0.1). */
+int gw_fixture_broker_start_tls(struct gw_fixture_broker *b, const char *name,
+                                const char *cert_dir);
 /* Stops it and removes its directory. */
 void gw_fixture_broker_stop(struct gw_fixture_broker *b);
 /* Whether it has exited (a wait that also watches it ends then). */
