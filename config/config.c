@@ -593,6 +593,33 @@ static void check_mqtt(struct loader *ld, struct gw_config *cfg)
     }
 }
 
+/* What ota.enabled needs, and a firmware offer that a device can use. */
+static void check_ota(struct loader *ld, const struct gw_config *cfg)
+{
+    bool version = cfg->ota.firmware.version[0] != '\0';
+
+    if (cfg->ota.enabled && cfg->ota.mqtt_endpoint[0] == '\0') {
+        fail_key(ld, "ota.mqtt_endpoint",
+                 "must be set when ota.enabled is true (the broker's "
+                 "host:port as devices reach it)");
+    }
+    if (cfg->ota.enabled && cfg->ota.device_key[0] == '\0') {
+        fail_key(ld, "ota.device_key",
+                 "must be set when ota.enabled is true (the broker "
+                 "plugin's plugin_opt_device_key)");
+    }
+    if (version != (cfg->ota.firmware.url[0] != '\0')) {
+        fail_key(ld, version ? "ota.firmware.url" : "ota.firmware.version",
+                 "must be set with ota.firmware.%s (a device upgrades from "
+                 "the url when the version is newer than its own)",
+                 version ? "version" : "url");
+    }
+    if (cfg->ota.firmware.force && !version) {
+        fail_key(ld, "ota.firmware.force",
+                 "needs ota.firmware.version and url");
+    }
+}
+
 static void validate(struct loader *ld, struct gw_config *cfg,
                      bool routes_given)
 {
@@ -600,6 +627,7 @@ static void validate(struct loader *ld, struct gw_config *cfg,
     check_mcp_servers(ld, cfg);
     check_routes(ld, cfg, routes_given);
     check_mqtt(ld, cfg);
+    check_ota(ld, cfg);
     if (cfg->health.backoff_max_ms < cfg->health.backoff_ms) {
         fail_key(ld, "health.backoff_max_ms",
                  "must not be below health.backoff_ms (%d)",

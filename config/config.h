@@ -155,6 +155,10 @@ struct gw_config {
         int max_body_bytes;
         int max_connections;             /* open at once */
         int max_connections_per_address; /* from one client address */
+        /* The operator page's files, served at /ui/; "" = off. */
+        char *ui_dir;
+        int api_timeout_ms;        /* device requests of the API's routes */
+        int broadcast_max_devices; /* targets of one POST /api/broadcast */
     } http;
     struct {
         bool discover;               /* run each device's MCP client */
@@ -173,6 +177,12 @@ struct gw_config {
         int outbound_max_pending;        /* per device, to MCP servers */
         int outbound_max_response_bytes; /* one answer of an MCP server */
         int outbound_session_idle_ms;    /* then the session is DELETEd */
+        struct {
+            struct {
+                char *url;   /* "" = none sent */
+                char *token; /* secret: never logged */
+            } vision;
+        } client_capabilities; /* in the gateway's own initialize */
     } mcp;
     struct gw_mcp_server_config *mcp_servers;
     size_t n_mcp_servers;
@@ -181,6 +191,7 @@ struct gw_config {
         int backend_hello_timeout_ms;
         int failover_budget_ms; /* all attempts of one device hello */
         int udp_idle_timeout_ms;
+        int call_ring_timeout_ms; /* a device call unanswered this long ends */
         int max_message_bytes;
         int tts_start_guard_ms; /* downlink held after a tts start */
         int hello_burst;        /* hellos one device may send at once */
@@ -195,6 +206,21 @@ struct gw_config {
         int ping_interval_s;  /* idle backend connections pinged; 0: off */
         int probe_interval_s; /* upgrade-and-close probes; 0: off */
     } health;
+    /* POST /xiaozhi/ota/: MQTT credentials for devices (gateway/ota.c). */
+    struct {
+        bool enabled;
+        char *mqtt_endpoint; /* "host[:port]" devices connect to */
+        char *device_key;    /* the broker plugin's device_key; secret */
+        char *group;         /* client id part 1; "{board}" is replaced */
+        char *publish_topic; /* the plugin's device_topic */
+        int keepalive_s;
+        int timezone_offset_min; /* server_time.timezone_offset */
+        struct {
+            char *version; /* "" : tell each device its own version */
+            char *url;
+            bool force;
+        } firmware;
+    } ota;
     struct {
         enum gw_log_level level;
         enum gw_log_format format;

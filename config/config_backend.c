@@ -99,6 +99,64 @@ static bool has_gateway_query(const char *url)
            memcmp(u.path + u.path_len - q, GATEWAY_QUERY, q) == 0;
 }
 
+/* A loopback name or address: what only this host reaches. */
+static bool is_loopback(const char *host, size_t len)
+{
+    static const char *const names[] = {"localhost", "::1", "[::1]"};
+
+    if (len >= 4 && strncmp(host, "127.", 4) == 0) {
+        return true;
+    }
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (len == strlen(names[i]) && strncasecmp(host, names[i], len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* An OTA endpoint devices cannot use, or credentials naming a broker
+ * only this host reaches (tests on one machine do this on purpose). */
+static size_t ota_warnings(const struct gw_config *cfg, gw_config_warn_cb cb,
+                           void *arg)
+{
+    const char *ep = cfg->ota.mqtt_endpoint;
+    const char *listen = cfg->http.listen;
+    size_t n = 0;
+
+    if (!cfg->ota.enabled) {
+        return 0;
+    }
+    if (cfg->http.port == 0) {
+        n++;
+        if (cb != NULL) {
+            cb("ota.enabled",
+               "the HTTP API is off (http.port 0), so nothing answers "
+               "POST /xiaozhi/ota/",
+               arg);
+        }
+    } else if (is_loopback(listen, strlen(listen))) {
+        n++;
+        if (cb != NULL) {
+            cb("ota.enabled",
+               "http.listen is a loopback address: devices on the network "
+               "cannot reach POST /xiaozhi/ota/ (listen on an address they "
+               "reach, e.g. 0.0.0.0)",
+               arg);
+        }
+    }
+    if (is_loopback(ep, strcspn(ep, ":"))) {
+        n++;
+        if (cb != NULL) {
+            cb("ota.mqtt_endpoint",
+               "a loopback address: a device given it connects to itself, "
+               "not to the broker",
+               arg);
+        }
+    }
+    return n;
+}
+
 size_t gw_config_warnings(const struct gw_config *cfg, gw_config_warn_cb cb,
                           void *arg)
 {
@@ -125,5 +183,5 @@ size_t gw_config_warnings(const struct gw_config *cfg, gw_config_warn_cb cb,
             cb(path, text, arg);
         }
     }
-    return n;
+    return n + ota_warnings(cfg, cb, arg);
 }

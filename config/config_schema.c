@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "codec/ota_request.h"
 #include "codec/ws_url.h"
 
 /* Enums are stored and read through int *. */
@@ -138,6 +139,12 @@ static const char *check_http_url(void *field)
         return "has no host";
     }
     return NULL;
+}
+
+/* A URL handed to devices, or "" for none. */
+static const char *check_optional_http_url(void *field)
+{
+    return **(char **)field == '\0' ? NULL : check_http_url(field);
 }
 
 /* Sent in an HTTP header: a CR or LF would end it and start another. */
@@ -294,6 +301,28 @@ static const char *check_origin(void *field)
     return NULL;
 }
 
+/* http.ui_dir: opened for each request, so relative to nothing. */
+static const char *check_ui_dir(void *field)
+{
+    const char *s = *(char **)field;
+
+    if (s[0] == '\0') {
+        return NULL; /* the page is off */
+    }
+    if (s[0] != '/') {
+        return "must be an absolute path (or \"\" to turn the page off)";
+    }
+    if (strlen(s) > 1024) {
+        return "is longer than 1024 characters";
+    }
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            return "must not contain control characters";
+        }
+    }
+    return NULL;
+}
+
 /* A Host header name: a DNS name or IP literal without port, or "*". */
 static const char *check_host(void *field)
 {
@@ -306,6 +335,77 @@ static const char *check_host(void *field)
         return "must be a host name or IP address (no port), or \"*\"";
     }
     return NULL;
+}
+
+/* ota.mqtt_endpoint: the firmware splits "host[:port]" at the first ':'
+ * and reads the port with stoi, so one colon at most and a plain port. */
+static const char *check_ota_endpoint(void *field)
+{
+    const char *s = *(char **)field;
+    const char *colon = strchr(s, ':');
+    long port = 0;
+
+    if (s[0] == '\0') {
+        return NULL; /* checked with ota.enabled */
+    }
+    if (colon == s || strlen(s) > 253 ||
+        strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                  "0123456789.-_:") != strlen(s)) {
+        return "must be host or host:port (no scheme, no IPv6 literal)";
+    }
+    if (colon != NULL) {
+        if (colon[1] == '\0' || strlen(colon + 1) > 5 ||
+            strspn(colon + 1, "0123456789") != strlen(colon + 1)) {
+            return "must be host or host:port (no scheme, no IPv6 literal)";
+        }
+        port = strtol(colon + 1, NULL, 10);
+        if (port < 1 || port > 65535) {
+            return "port must be 1..65535";
+        }
+    }
+    return NULL;
+}
+
+/* ota.group: part 1 of the client id, where "{board}" stands for the
+ * device's board type. No '@' at all: "GID@@" would join the separator
+ * into "@@@@@" and move the parts. */
+static const char *check_ota_group(void *field)
+{
+    const char *why = check_group(field);
+
+    if (why == NULL && strchr(*(char **)field, '@') != NULL) {
+        why = "must not contain '@'";
+    }
+    if (why == NULL && strlen(*(char **)field) > 32) {
+        why = "must be at most 32 characters";
+    }
+    return why;
+}
+
+/* ota.publish_topic: the topic devices publish to, a plain topic. */
+static const char *check_publish_topic(void *field)
+{
+    const char *s = *(char **)field;
+
+    if (s[0] == '\0') {
+        return "must not be empty (a device with none sends nothing)";
+    }
+    return strpbrk(s, "+#") != NULL ? "must not contain '+' or '#'" : NULL;
+}
+
+/* The firmware compares versions as dot-separated numbers (stoi). */
+static const char *check_fw_version(void *field)
+{
+    const char *s = *(char **)field;
+
+    return s[0] == '\0' || gw_ota_version_valid(s)
+               ? NULL
+               : "must be dot-separated numbers like 2.4.2";
+}
+
+static const char *check_fw_url(void *field)
+{
+    return **(char **)field == '\0' ? NULL : check_http_url(field);
 }
 
 /* ---- enum spellings ---------------------------------------------------- */
@@ -473,8 +573,31 @@ static const struct gw_config_key http_keys[] = {
             100000),
     KEY_INT("max_connections_per_address", HTTP(max_connections_per_address),
             GW_CF_RESTART, 32, 1, 100000),
+    /* Where the image installs web/; read per request, so reloadable. */
+    KEY_STR("ui_dir", HTTP(ui_dir), GW_CF_RELOAD,
+            "/usr/local/share/hybridgw/web", check_ui_dir),
+    /* The manager-api gives up after 10 s: answer before it does. */
+    KEY_INT("api_timeout_ms", HTTP(api_timeout_ms), GW_CF_RELOAD, 8000, 100,
+            600000),
+    KEY_INT("broadcast_max_devices", HTTP(broadcast_max_devices), GW_CF_RELOAD,
+            1024, 1, 1048576),
 };
 static const struct gw_config_table http_table = TABLE("http", http_keys, 0);
+
+/* The device's camera tools upload to url with this bearer token. */
+#define VIS(m) AT(struct gw_config, mcp.client_capabilities.vision, m)
+static const struct gw_config_key vision_keys[] = {
+    KEY_STR("url", VIS(url), GW_CF_RELOAD, "", check_optional_http_url),
+    KEY_STR("token", VIS(token), GW_CF_RELOAD | GW_CF_SECRET, "", NULL),
+};
+static const struct gw_config_table vision_table =
+    TABLE("mcp.client_capabilities.vision", vision_keys, 0);
+static const struct gw_config_key client_caps_keys[] = {
+    KEY_OBJ("vision", AT(struct gw_config, mcp.client_capabilities, vision),
+            &vision_table),
+};
+static const struct gw_config_table client_caps_table =
+    TABLE("mcp.client_capabilities", client_caps_keys, 0);
 
 #define MCP(m) AT(struct gw_config, mcp, m)
 static const struct gw_config_key mcp_keys[] = {
@@ -510,6 +633,8 @@ static const struct gw_config_key mcp_keys[] = {
             GW_CF_RELOAD, 1048576, 1024, 67108864),
     KEY_INT("outbound_session_idle_ms", MCP(outbound_session_idle_ms),
             GW_CF_RELOAD, 600000, 1000, 86400000),
+    KEY_OBJ("client_capabilities", MCP(client_capabilities),
+            &client_caps_table),
 };
 static const struct gw_config_table mcp_table = TABLE("mcp", mcp_keys, 0);
 
@@ -559,6 +684,9 @@ static const struct gw_config_key limits_keys[] = {
             1000, 120000),
     KEY_INT("udp_idle_timeout_ms", LIM(udp_idle_timeout_ms), GW_CF_RELOAD,
             120000, 1000, 3600000),
+    /* The Node gateway's 60 s: the callee's user has time to answer. */
+    KEY_INT("call_ring_timeout_ms", LIM(call_ring_timeout_ms), GW_CF_RELOAD,
+            60000, 500, 600000),
     KEY_INT("max_message_bytes", LIM(max_message_bytes), GW_CF_RELOAD, 8192,
             256, 65536),
     /* See session.c: the tts start goes through the broker, the audio
@@ -600,6 +728,33 @@ static const struct gw_config_key health_keys[] = {
 static const struct gw_config_table health_table =
     TABLE("health", health_keys, 0);
 
+/* gateway/ota.c; read per request, so every key reloads. */
+#define FW(m) AT(struct gw_config, ota.firmware, m)
+static const struct gw_config_key ota_firmware_keys[] = {
+    KEY_STR("version", FW(version), GW_CF_RELOAD, "", check_fw_version),
+    KEY_STR("url", FW(url), GW_CF_RELOAD, "", check_fw_url),
+    KEY_BOOL("force", FW(force), GW_CF_RELOAD, 0),
+};
+static const struct gw_config_table ota_firmware_table =
+    TABLE("ota.firmware", ota_firmware_keys, 0);
+
+#define OTA(m) AT(struct gw_config, ota, m)
+static const struct gw_config_key ota_keys[] = {
+    KEY_BOOL("enabled", OTA(enabled), GW_CF_RELOAD, 0),
+    KEY_STR("mqtt_endpoint", OTA(mqtt_endpoint), GW_CF_RELOAD, "",
+            check_ota_endpoint),
+    KEY_STR("device_key", OTA(device_key), GW_CF_RELOAD | GW_CF_SECRET, "",
+            NULL),
+    KEY_STR("group", OTA(group), GW_CF_RELOAD, "GID_default", check_ota_group),
+    KEY_STR("publish_topic", OTA(publish_topic), GW_CF_RELOAD, "device-server",
+            check_publish_topic),
+    KEY_INT("keepalive_s", OTA(keepalive_s), GW_CF_RELOAD, 240, 10, 65535),
+    KEY_INT("timezone_offset_min", OTA(timezone_offset_min), GW_CF_RELOAD, 0,
+            -720, 840),
+    KEY_OBJ("firmware", OTA(firmware), &ota_firmware_table),
+};
+static const struct gw_config_table ota_table = TABLE("ota", ota_keys, 0);
+
 #define LOG(m) AT(struct gw_config, log, m)
 static const struct gw_config_key log_keys[] = {
     KEY_ENUM("level", LOG(level), GW_CF_RELOAD, GW_LOG_INFO, log_levels),
@@ -623,6 +778,7 @@ static const struct gw_config_key top_keys[] = {
               0, 256, &mcp_server_table),
     KEY_OBJ("limits", TOP(limits), &limits_table),
     KEY_OBJ("health", TOP(health), &health_table),
+    KEY_OBJ("ota", TOP(ota), &ota_table),
     KEY_OBJ("log", TOP(log), &log_table),
 };
 const struct gw_config_table gw_config_schema =

@@ -1,7 +1,8 @@
 /*
  * The HTTP API's router: Origin and token checks, /healthz, /metrics, the
  * operator's /api/devices, the xiaozhi manager-api routes (daily token)
- * and the hand-over of /mcp to the MCP server.
+ * and the hand-over of /mcp to the MCP server and of /ui/ to the
+ * operator page's files (http_static.c).
  */
 #include "gateway/http_api.h"
 
@@ -18,8 +19,12 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "crypto/credential.h"
+#include "gateway/http_api_push.h"
+#include "gateway/http_api_int.h"
 #include "gateway/http_server.h"
+#include "gateway/http_static.h"
 #include "gateway/mcp_server.h"
+#include "gateway/ota.h"
 #include "gateway/session.h"
 
 #define SUBJECT         "http"
@@ -27,6 +32,7 @@
 #define METRICS_TYPE    "text/plain; version=0.0.4; charset=utf-8"
 #define DEVICES_PREFIX  "/api/devices/"
 #define COMMANDS_PREFIX "/api/commands/"
+#define UI_MOUNT        "/ui"
 /* POST /api/devices/status: ids per request (each is a hash lookup). */
 #define STATUS_MAX_IDS 4096
 
@@ -35,13 +41,9 @@ struct gw_http_api {
     struct gw_http_server *srv;
     void (*close_cb)(struct gw_http_api *api, void *arg);
     void *close_arg;
-};
-
-/* A manager-api command waiting for its device. */
-struct command {
-    struct gw_http_api *api;
-    struct gw_http_req *req;
-    uint64_t handle;
+    struct gw_ota_stats ota; /* POST /xiaozhi/ota/ outcomes */
+    /* Pushes to devices, for metrics. */
+    struct gw_push_stats push;
 };
 
 /* ---- answers ----------------------------------------------------------- */
@@ -84,6 +86,18 @@ static void refuse(struct gw_http_req *req, int status, bool manager,
            gw_http_req_method(req), gw_http_req_path(req),
            gw_http_req_peer(req), status, why);
     send_error(req, status, manager, why, headers);
+}
+
+void gw_http_api_send_json(struct gw_http_req *req, int status, cJSON *doc,
+                           const char *const *headers)
+{
+    send_json(req, status, doc, headers);
+}
+
+void gw_http_api_refuse(struct gw_http_req *req, int status, bool manager,
+                        const char *why, const char *const *headers)
+{
+    refuse(req, status, manager, why, headers);
 }
 
 static void not_found(struct gw_http_req *req, bool manager)
@@ -319,7 +333,55 @@ static void add_catalog(cJSON *mcp, const struct gw_mcp_catalog *c)
     }
 }
 
-static cJSON *device_json(const struct gw_device *dev)
+/*
+ * What the gateway knows of a device besides its MCP state: since when it
+ * is online (UTC, from the loop time its record was made), its address
+ * (the broker's word, else its audio's source), the firmware version and
+ * board its MCP serverInfo named, its live session and backend, and how
+ * many tools it has. Shared by /api/devices and /api/devices/status.
+ */
+static void add_detail(cJSON *o, const struct gw_device *dev, uint64_t now_ms)
+{
+    const struct gw_session *s = dev->session;
+    uint64_t age_ms = now_ms - dev->presence.since_ms;
+    time_t since = time(NULL) - (time_t)(age_ms / 1000);
+    struct tm tm;
+    char when[32], addr[64] = "";
+
+    if (gmtime_r(&since, &tm) != NULL &&
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm) > 0) {
+        cJSON_AddStringToObject(o, "online_since", when);
+    }
+    cJSON_AddNumberToObject(o, "online_s", (double)(age_ms / 1000));
+    if (dev->presence.address[0] != '\0') {
+        snprintf(addr, sizeof(addr), "%s", dev->presence.address);
+    } else if (s != NULL && s->udp.has_addr) {
+        const union gw_udp_addr *a = &s->udp.addr;
+        (void)inet_ntop(a->sa.sa_family,
+                        a->sa.sa_family == AF_INET6
+                            ? (const void *)&a->in6.sin6_addr
+                            : (const void *)&a->in.sin_addr,
+                        addr, sizeof(addr));
+    }
+    if (addr[0] != '\0') {
+        cJSON_AddStringToObject(o, "address", addr);
+    } else {
+        cJSON_AddNullToObject(o, "address");
+    }
+    if (dev->catalog.known && dev->catalog.info.server_ver[0] != '\0') {
+        cJSON_AddStringToObject(o, "firmware", dev->catalog.info.server_ver);
+    } else {
+        cJSON_AddNullToObject(o, "firmware");
+    }
+    if (dev->catalog.known && dev->catalog.info.name[0] != '\0') {
+        cJSON_AddStringToObject(o, "board", dev->catalog.info.name);
+    } else {
+        cJSON_AddNullToObject(o, "board");
+    }
+    cJSON_AddNumberToObject(o, "tool_count", gw_tool_cache_count(&dev->tools));
+}
+
+static cJSON *device_json(const struct gw_device *dev, uint64_t now_ms)
 {
     const struct gw_session *s = dev->session;
     cJSON *o = cJSON_CreateObject();
@@ -335,6 +397,7 @@ static cJSON *device_json(const struct gw_device *dev)
     cJSON_AddStringToObject(o, "client_id", dev->client_id);
     cJSON_AddStringToObject(o, "label", dev->label);
     cJSON_AddBoolToObject(o, "online", dev->state == GW_DEVICE_KNOWN);
+    add_detail(o, dev, now_ms);
     if (s != NULL) {
         cJSON_AddStringToObject(sess, "state", gw_session_state_name(s->state));
         cJSON_AddStringToObject(sess, "session_id", s->session_id);
@@ -366,7 +429,7 @@ static void list_devices(struct gw_http_api *api, struct gw_http_req *req)
 
     for (const struct gw_device *d = api->env.devices->by_id;
          d != NULL && list != NULL; d = d->hh.next) {
-        cJSON *o = device_json(d);
+        cJSON *o = device_json(d, uv_now(api->env.loop));
         if (o == NULL) {
             cJSON_Delete(doc);
             doc = NULL;
@@ -379,6 +442,17 @@ static void list_devices(struct gw_http_api *api, struct gw_http_req *req)
         cJSON_AddNumberToObject(doc, "count", n);
     }
     send_json(req, 200, doc, NULL);
+}
+
+/* Pushing acts on devices: like the MCP server, off without a token. */
+static bool push_allowed(const struct gw_config *cfg, struct gw_http_req *req)
+{
+    if (cfg->http.token[0] == '\0') {
+        refuse(req, 403, true,
+               "pushing to devices is off: set http.token to enable it", NULL);
+        return false;
+    }
+    return true;
 }
 
 /* /api/devices/{id} and /api/devices/{id}/refresh. */
@@ -403,7 +477,8 @@ static void one_device(struct gw_http_api *api, struct gw_http_req *req,
             if (dev == NULL) {
                 not_found(req, false);
             } else {
-                send_json(req, 200, device_json(dev), NULL);
+                send_json(req, 200, device_json(dev, uv_now(api->env.loop)),
+                          NULL);
             }
         }
         return;
@@ -507,128 +582,21 @@ static void devices_status(struct gw_http_api *api, struct gw_http_req *req)
                               dev != NULL && dev->session != NULL &&
                                   dev->session->state == GW_SESSION_ACTIVE);
         cJSON_AddBoolToObject(o, "exists", dev != NULL);
+        if (dev != NULL && o != NULL) {
+            /* Beyond the manager-api's two: what /api/devices says. */
+            add_detail(o, dev, uv_now(api->env.loop));
+            if (dev->session != NULL && dev->session->backend_name != NULL) {
+                cJSON_AddStringToObject(o, "backend",
+                                        dev->session->backend_name);
+            } else {
+                cJSON_AddNullToObject(o, "backend");
+            }
+        }
     }
     HASH_CLEAR(hh, seen_set);
     free(slots);
     send_json(req, 200, out, NULL);
     cJSON_Delete(in); /* the ids were the set's keys */
-}
-
-static void on_command_reply(void *arg, const struct gw_mcp_reply *reply)
-{
-    struct command *cmd = arg;
-    cJSON *doc = cJSON_CreateObject();
-
-    if (reply->outcome == GW_MCP_OK) {
-        cJSON_AddBoolToObject(doc, "success", true);
-        cJSON_AddItemToObject(doc, "data",
-                              reply->result != NULL
-                                  ? cJSON_Duplicate(reply->result, true)
-                                  : cJSON_CreateNull());
-        send_json(cmd->req, 200, doc, NULL);
-    } else {
-        const char *msg = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(reply->error, "message"));
-        cJSON_AddBoolToObject(doc, "success", false);
-        cJSON_AddStringToObject(
-            doc, "error",
-            msg != NULL ? msg : gw_mcp_outcome_name(reply->outcome));
-        send_json(cmd->req, 500, doc, NULL);
-    }
-    free(cmd);
-}
-
-static void on_command_gone(struct gw_http_req *req, void *arg)
-{
-    struct command *cmd = arg;
-
-    (void)req;
-    gw_mcp_abandon(&cmd->api->env.devices->links, cmd->handle);
-    free(cmd);
-}
-
-/* Sends the operator's request (params moved), unless the tool cache
- * refuses a tools/call (tool_cache.h). */
-static void command_send(struct gw_http_api *api, struct command *cmd,
-                         const char *client_id, const char *method,
-                         cJSON *params)
-{
-    struct gw_device_table *devs = api->env.devices;
-    struct gw_device *dev = gw_device_find(devs, client_id);
-    const struct gw_config *cfg = gw_config_live_get(api->env.config);
-    char why[256];
-
-    if (dev != NULL && !gw_mcp_catalog_allows(&dev->catalog, client_id, method,
-                                              why, sizeof(why))) {
-        gw_log(GW_LOG_WARN, SUBJECT, "%s for %s refused: %s", method, client_id,
-               why);
-        cJSON_Delete(params);
-        gw_mcp_refuse(&devs->links, GW_MCP_FROM_API, GW_RPC_METHOD_NOT_FOUND,
-                      why, on_command_reply, cmd, &cmd->handle);
-        return;
-    }
-    if (dev != NULL && strcmp(method, "tools/call") == 0 &&
-        !gw_tool_cache_may_call(
-            &dev->tools, GW_TOOLS_FOR_OPERATOR,
-            cJSON_GetStringValue(
-                cJSON_GetObjectItemCaseSensitive(params, "name")),
-            cfg->mcp.expose_user_tools, why, sizeof(why))) {
-        gw_log(GW_LOG_WARN, SUBJECT, "tools/call for %s refused: %s", client_id,
-               why);
-        cJSON_Delete(params);
-        gw_mcp_refuse(&devs->links, GW_MCP_FROM_API, GW_RPC_INVALID_PARAMS, why,
-                      on_command_reply, cmd, &cmd->handle);
-        return;
-    }
-    gw_mcp_request(&devs->links, dev != NULL ? &dev->link : NULL, method,
-                   params, 0, GW_MCP_FROM_API, on_command_reply, cmd,
-                   &cmd->handle);
-}
-
-/*
- * {"type":"mcp","payload":{"method":..,"params":..}} to the device, even
- * without a voice session; the operator may see user-only tools here.
- */
-static void command(struct gw_http_api *api, struct gw_http_req *req,
-                    const char *client_id)
-{
-    cJSON *in = parse_body(req);
-    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(in, "payload");
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(payload, "params");
-    const char *type =
-        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(in, "type"));
-    const char *method = cJSON_GetStringValue(
-        cJSON_GetObjectItemCaseSensitive(payload, "method"));
-    struct command *cmd;
-    cJSON *copy = NULL;
-
-    if (in == NULL || type == NULL || strcmp(type, "mcp") != 0) {
-        cJSON_Delete(in);
-        refuse(req, 400, true, "type must be \"mcp\"", NULL);
-        return;
-    }
-    if (!cJSON_IsObject(payload) || method == NULL || method[0] == '\0' ||
-        (params != NULL && !cJSON_IsObject(params) && !cJSON_IsArray(params))) {
-        cJSON_Delete(in);
-        refuse(req, 400, true, "payload must be {\"method\":..,\"params\":..}",
-               NULL);
-        return;
-    }
-    cmd = calloc(1, sizeof(*cmd));
-    if (cmd == NULL ||
-        (params != NULL && (copy = cJSON_Duplicate(params, true)) == NULL)) {
-        free(cmd);
-        cJSON_Delete(in);
-        send_error(req, 503, true, "out of memory", NULL);
-        return;
-    }
-    cmd->api = api;
-    cmd->req = req;
-    GW_LOG(GW_LOG_DEBUG, SUBJECT, "%s from %s for %s", method,
-           gw_http_req_peer(req), client_id);
-    gw_http_req_on_gone(req, on_command_gone, cmd);
-    command_send(api, cmd, client_id, method, copy);
-    cJSON_Delete(in);
 }
 
 /* What a request is for, from its path and method alone. */
@@ -638,7 +606,11 @@ enum route {
     ROUTE_MANAGER, /* /api/commands/{id}, POST /api/devices/status */
     ROUTE_METRICS,
     ROUTE_DEVICES,
-    ROUTE_MCP
+    ROUTE_MCP,
+    ROUTE_PUSH, /* /api/devices/{id}/commands, /api/broadcast (http.token) */
+    ROUTE_OTA,  /* the firmware's check: no token, off unless ota.enabled */
+    ROUTE_UI,   /* the operator page's files: no data, no token */
+    ROUTE_CALL  /* /api/call/request, /api/call/accept (daily token) */
 };
 
 static bool is_under(const char *path, const char *base)
@@ -648,23 +620,60 @@ static bool is_under(const char *path, const char *base)
     return strncmp(path, base, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
+/* The id of /api/devices/{id}/commands (NUL-terminated into id), or
+ * false for any other path. */
+static bool push_target(const char *path, char *id, size_t cap)
+{
+    static const char tail[] = "/commands";
+    size_t n = strlen(path), pre = strlen(DEVICES_PREFIX);
+
+    if (n <= pre + sizeof(tail) - 1 ||
+        strncmp(path, DEVICES_PREFIX, pre) != 0 ||
+        strcmp(path + n - (sizeof(tail) - 1), tail) != 0) {
+        return false;
+    }
+    n -= pre + sizeof(tail) - 1;
+    if (n >= cap || memchr(path + pre, '/', n) != NULL) {
+        return false;
+    }
+    memcpy(id, path + pre, n);
+    id[n] = '\0';
+    return true;
+}
+
 static enum route route_of(struct gw_http_req *req)
 {
+    char id[GW_CLIENT_ID_MAX + 1];
+
     const char *path = gw_http_req_path(req);
 
     if (strcmp(path, "/healthz") == 0) {
         return ROUTE_HEALTHZ;
+    }
+    if (gw_ota_path(path)) {
+        return ROUTE_OTA;
     }
     if (strncmp(path, COMMANDS_PREFIX, strlen(COMMANDS_PREFIX)) == 0 ||
         (strcmp(path, "/api/devices/status") == 0 &&
          strcmp(gw_http_req_method(req), "POST") == 0)) {
         return ROUTE_MANAGER;
     }
+    if (strcmp(path, GW_CALL_REQUEST_PATH) == 0 ||
+        strcmp(path, GW_CALL_ACCEPT_PATH) == 0) {
+        return ROUTE_CALL;
+    }
     if (strcmp(path, "/metrics") == 0) {
         return ROUTE_METRICS;
     }
+    if (strcmp(path, "/api/broadcast") == 0 ||
+        push_target(path, id, sizeof(id))) {
+        return ROUTE_PUSH;
+    }
     if (is_under(path, "/api/devices")) {
         return ROUTE_DEVICES;
+    }
+    if (gw_http_static_is_under(path, UI_MOUNT)) {
+        return ROUTE_UI;
     }
     return is_under(path, "/mcp") ? ROUTE_MCP : ROUTE_NONE;
 }
@@ -687,6 +696,49 @@ static bool manager_ok(const struct gw_config *cfg, struct gw_http_req *req)
         return false;
     }
     return method_ok(req, "POST", true) && daily_token_ok(cfg, req);
+}
+
+/*
+ * Browser MCP clients: a page whose Origin passed (a local one or one of
+ * http.allowed_origins) may read /mcp's answers, its 401s included, and
+ * the headers the Streamable HTTP transport needs. The preflight carries
+ * no credentials, so it is answered here, before the token check.
+ * Returns true when the request was answered.
+ */
+static bool mcp_cors(struct gw_http_api *api, struct gw_http_req *req)
+{
+    static const char *const preflight[] = {
+        "Allow: GET, POST, DELETE, OPTIONS",
+        "Access-Control-Allow-Methods: GET, POST, DELETE, OPTIONS",
+        "Access-Control-Allow-Headers: Authorization, Content-Type, Accept, "
+        "Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID",
+        "Access-Control-Max-Age: 600", NULL};
+    const char *origin = gw_http_req_header(req, "origin");
+    char line[300];
+
+    if (origin != NULL && strlen(origin) < 256) {
+        snprintf(line, sizeof(line), "Access-Control-Allow-Origin: %s", origin);
+        if (gw_http_req_add_header(req, line) != 0 ||
+            gw_http_req_add_header(req, "Vary: Origin") != 0 ||
+            gw_http_req_add_header(
+                req, "Access-Control-Expose-Headers: Mcp-Session-Id, "
+                     "MCP-Protocol-Version, WWW-Authenticate") != 0) {
+            refuse(req, 503, false, "out of memory", NULL);
+            return true;
+        }
+    }
+    if (strcmp(gw_http_req_method(req), "OPTIONS") != 0) {
+        return false;
+    }
+    if (api->env.mcp_server == NULL) {
+        not_found(req, false);
+        return true;
+    }
+    GW_LOG(GW_LOG_DEBUG, SUBJECT, "preflight of %.128s from %s (origin %s)",
+           gw_http_req_path(req), gw_http_req_peer(req),
+           origin != NULL ? origin : "none");
+    (void)gw_http_respond(req, 204, NULL, preflight, NULL, 0);
+    return true;
 }
 
 /* With no token the MCP server is off: its tools act on devices. */
@@ -728,6 +780,7 @@ static void on_head(struct gw_http_req *req, void *arg)
         (void)method_ok(req, "GET, HEAD", false);
         break;
     case ROUTE_MANAGER:
+    case ROUTE_CALL:
         (void)manager_ok(cfg, req);
         break;
     case ROUTE_METRICS:
@@ -737,7 +790,19 @@ static void on_head(struct gw_http_req *req, void *arg)
         (void)token_ok(cfg, req);
         break;
     case ROUTE_MCP:
-        (void)mcp_ok(api, cfg, req);
+        if (!mcp_cors(api, req)) {
+            (void)mcp_ok(api, cfg, req);
+        }
+        break;
+    case ROUTE_PUSH:
+        (void)(method_ok(req, "POST", true) && push_allowed(cfg, req) &&
+               token_ok(cfg, req));
+        break;
+    case ROUTE_OTA:
+        (void)gw_ota_head(cfg, &api->ota, req);
+        break;
+    case ROUTE_UI:
+        (void)method_ok(req, "GET, HEAD", false);
         break;
     case ROUTE_NONE:
         not_found(req, false);
@@ -800,7 +865,8 @@ static void on_request(struct gw_http_req *req, void *arg)
         break;
     case ROUTE_MANAGER:
         if (strncmp(path, COMMANDS_PREFIX, strlen(COMMANDS_PREFIX)) == 0) {
-            command(api, req, path + strlen(COMMANDS_PREFIX));
+            gw_api_push_command(&api->env, &api->push, req,
+                                path + strlen(COMMANDS_PREFIX));
         } else {
             devices_status(api, req);
         }
@@ -822,6 +888,32 @@ static void on_request(struct gw_http_req *req, void *arg)
         if (!gw_mcp_server_handle(api->env.mcp_server, req)) {
             not_found(req, false);
         }
+        break;
+    case ROUTE_PUSH: {
+        char id[GW_CLIENT_ID_MAX + 1];
+        if (push_target(path, id, sizeof(id))) {
+            gw_api_push_command(&api->env, &api->push, req, id);
+        } else {
+            gw_api_push_broadcast(&api->env, &api->push, req);
+        }
+        break;
+    }
+    case ROUTE_CALL: {
+        size_t len;
+        const char *body = gw_http_req_body(req, &len);
+        cJSON *doc = NULL;
+        int status = gw_device_calls_api(&api->env.sessions->calls, path, body,
+                                         len, gw_http_req_peer(req), &doc);
+        send_json(req, status, doc, NULL);
+        break;
+    }
+    case ROUTE_OTA:
+        gw_ota_serve(gw_config_live_get(api->env.config), &api->ota, req);
+        break;
+    case ROUTE_UI:
+        gw_http_static_serve(req, api->env.detached ? NULL : api->env.loop,
+                             gw_config_live_get(api->env.config)->http.ui_dir,
+                             UI_MOUNT);
         break;
     case ROUTE_NONE:
         not_found(req, false);
@@ -871,6 +963,8 @@ int gw_http_api_init(const struct gw_http_api_env *env,
     api->env.metrics.http_responses = responses_of;
     api->env.metrics.http_server_stats = server_stats_of;
     api->env.metrics.http_arg = api;
+    api->env.metrics.ota = &api->ota;
+    api->env.metrics.push = &api->push;
     o.arg = api;
     rc = env->detached ? gw_http_server_init_detached(&o, &api->srv)
                        : gw_http_server_init(env->loop, &o, &api->srv);

@@ -15,6 +15,8 @@
 #include "common/log.h"
 
 #define SUBJECT "http"
+/* gw_http_req_add_header: the lines of one answer, in all. */
+#define EXTRA_MAX 1024
 
 /* Not standard headers for lws, but read after the handler returns. */
 static const char *const kept_custom[] = {
@@ -41,6 +43,7 @@ void gw_http_req_destroy(struct gw_http_req *req)
     }
     free(req->path);
     free(req->query);
+    free(req->extra);
     req->srv->stats.body_bytes -= req->body_cap;
     free(req->body);
     free(req);
@@ -512,6 +515,9 @@ static int format_head(struct gw_http_req *req, int status, const char *ctype,
         }
         n += (size_t)snprintf(buf + n, cap - n, "%s\r\n", headers[i]);
     }
+    if (req->extra != NULL && n < cap) {
+        n += (size_t)snprintf(buf + n, cap - n, "%s", req->extra);
+    }
     if (n + 2 >= cap) {
         return GW_ENOSPC;
     }
@@ -719,6 +725,25 @@ const char *gw_http_req_body(const struct gw_http_req *req, size_t *len)
 const char *gw_http_req_peer(const struct gw_http_req *req)
 {
     return req->peer;
+}
+
+int gw_http_req_add_header(struct gw_http_req *req, const char *line)
+{
+    size_t have = req->extra != NULL ? strlen(req->extra) : 0;
+    size_t n = strlen(line);
+    char *grown;
+
+    if (!header_line_ok(line) || have + n + 2 > EXTRA_MAX) {
+        return GW_EINVAL;
+    }
+    grown = realloc(req->extra, have + n + 3);
+    if (grown == NULL) {
+        return GW_ENOMEM;
+    }
+    memcpy(grown + have, line, n);
+    memcpy(grown + have + n, "\r\n", 3);
+    req->extra = grown;
+    return 0;
 }
 
 void gw_http_req_on_gone(struct gw_http_req *req,

@@ -127,6 +127,14 @@ const char *gw_http_req_body(const struct gw_http_req *req, size_t *len);
 const char *gw_http_req_peer(const struct gw_http_req *req);
 
 /*
+ * A header line ("Name: value", checked and copied) for whatever answer
+ * or stream head the request gets, from any handler (the router's CORS
+ * headers on the MCP server's answers). GW_EINVAL for a line with CR, LF
+ * or no colon, or past 1 KiB in all; GW_ENOMEM.
+ */
+int gw_http_req_add_header(struct gw_http_req *req, const char *line);
+
+/*
  * Called once if the client goes away before the response (or stream)
  * ended; the request is invalid after cb returns. Replaces an earlier one.
  */

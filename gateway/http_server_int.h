@@ -71,6 +71,7 @@ struct gw_http_req {
     size_t out_bytes;
     void (*gone_cb)(struct gw_http_req *req, void *arg);
     void *gone_arg;
+    char *extra; /* gw_http_req_add_header's lines, each ending CRLF */
 };
 
 /* The connections open from one client address (IPv4 as v4-mapped). */

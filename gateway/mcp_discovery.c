@@ -324,6 +324,30 @@ static void on_init_reply(void *arg, const struct gw_mcp_reply *reply)
     next_list(disc, KIND_TOOLS);
 }
 
+/*
+ * What the gateway offers as the device's MCP client: the firmware reads
+ * capabilities.vision {url, token} to upload camera pictures, so tools
+ * called outside a conversation (API, MCP clients) can see. The token
+ * goes only into this message, never into a log.
+ */
+static cJSON *client_capabilities(const struct gw_config *cfg)
+{
+    const char *url = cfg->mcp.client_capabilities.vision.url;
+    const char *token = cfg->mcp.client_capabilities.vision.token;
+    cJSON *caps = cJSON_CreateObject();
+    cJSON *vision;
+
+    if (caps == NULL || url[0] == '\0') {
+        return caps;
+    }
+    vision = cJSON_AddObjectToObject(caps, "vision");
+    if (vision != NULL) {
+        cJSON_AddStringToObject(vision, "url", url);
+        cJSON_AddStringToObject(vision, "token", token);
+    }
+    return caps;
+}
+
 /* Takes a slot and sends initialize. */
 static void run(struct gw_mcp_discovery *disc)
 {
@@ -339,7 +363,8 @@ static void run(struct gw_mcp_discovery *disc)
         /* The newest revision: the firmware answers 2024-11-05 whatever
          * is asked, esp-mcp devices answer what they support. */
         cJSON_AddStringToObject(params, "protocolVersion", "2025-11-25");
-        cJSON_AddItemToObject(params, "capabilities", cJSON_CreateObject());
+        cJSON_AddItemToObject(params, "capabilities",
+                              client_capabilities(config_of(disc)));
         cJSON_AddStringToObject(info, "name", "hybridgw");
         cJSON_AddStringToObject(info, "version", GW_VERSION);
         cJSON_AddItemToObject(params, "clientInfo", info);

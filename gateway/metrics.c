@@ -18,6 +18,8 @@
 #include "gateway/backend_msg.h"
 #include "gateway/mcp_outbound.h"
 #include "gateway/mcp_server.h"
+#include "gateway/ota.h"
+#include "gateway/push_stats.h"
 
 #define INITIAL_CAP 16384
 
@@ -229,6 +231,54 @@ static void pool_part(struct out *o, const struct gw_metrics_sources *src)
 }
 
 /* ---- the families ------------------------------------------------------ */
+
+/* Device-to-device calls (gateway/device_call.h). */
+static void calls_part(struct out *o, const struct gw_metrics_sources *src)
+{
+    const struct gw_device_calls *c = &src->sessions->calls;
+    const struct gw_call_stats *st = &c->stats;
+    static const char *const routes[2] = {"request", "accept"};
+
+    gauge(o, "hybridgw_calls_ringing", "Device calls waiting for an answer.",
+          c->n_ringing);
+    gauge(o, "hybridgw_calls_bridged", "Device calls relaying audio.",
+          c->n_bridged);
+    counter(o, "hybridgw_calls_started_total", "Device calls that rang.",
+            st->started);
+    counter(o, "hybridgw_calls_accepted_total", "Device calls bridged.",
+            st->bridged);
+    family(o, "hybridgw_calls_answers_total", "counter",
+           "Call API answers, by route and status.");
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < GW_CALL_ANSWER_COUNT_; i++) {
+            put(o,
+                "hybridgw_calls_answers_total{route=\"%s\",status=\"%s\"} "
+                "%llu\n",
+                routes[r], gw_call_answer_name((enum gw_call_answer)i),
+                (unsigned long long)st->answers[r][i]);
+        }
+    }
+    family(o, "hybridgw_calls_ended_total", "counter",
+           "Device calls ended, by reason.");
+    for (int i = 0; i < GW_CALL_END_COUNT_; i++) {
+        sample(o, "hybridgw_calls_ended_total", "reason",
+               gw_call_end_name((enum gw_call_end)i), st->ended[i]);
+    }
+    counter(o, "hybridgw_calls_relayed_packets_total",
+            "Opus packets relayed from one side of a call to the other.",
+            st->relayed_frames);
+    counter(o, "hybridgw_calls_relayed_bytes_total",
+            "Opus bytes relayed between the sides of calls.",
+            st->relayed_bytes);
+    counter(o, "hybridgw_calls_relay_refused_total",
+            "Call packets the other side's UDP peer refused.",
+            st->relay_refused);
+    counter(o, "hybridgw_calls_silence_packets_total",
+            "Opus silence packets sent to waiting callers.",
+            st->silence_frames);
+    counter(o, "hybridgw_calls_wakeups_failed_total",
+            "Remote wake-ups a callee did not take.", st->wakeups_failed);
+}
 
 static void sessions_part(struct out *o, const struct gw_metrics_sources *src)
 {
@@ -662,6 +712,56 @@ static void http_part(struct out *o, const struct gw_metrics_sources *src)
     }
 }
 
+/* The OTA endpoint's outcomes: every result, zeros included, so that a
+ * refusal shows as a rate from the first one. */
+static void ota_part(struct out *o, const struct gw_metrics_sources *src)
+{
+    if (src->ota == NULL) {
+        return;
+    }
+    family(o, "hybridgw_ota_requests_total", "counter",
+           "POST /xiaozhi/ota/ requests, by result.");
+    for (int r = 0; r < GW_OTA_RESULT_COUNT_; r++) {
+        sample(o, "hybridgw_ota_requests_total", "result",
+               gw_ota_result_name((enum gw_ota_result)r), src->ota->results[r]);
+    }
+    counter(o, "hybridgw_ota_bodies_ignored_total",
+            "Checks answered from their headers because the body did not "
+            "parse (an unescaped Wi-Fi name).",
+            src->ota->bodies_ignored);
+}
+
+/* Pushes to idle devices (gateway/http_api_push.c). */
+static void push_part(struct out *o, const struct gw_metrics_sources *src)
+{
+    static const char *const results[] = {
+#define XX(_, name) name,
+        GW_PUSH_RESULT_MAP(XX)
+#undef XX
+    };
+    const struct gw_push_stats *p = src->push;
+
+    if (p == NULL) {
+        return;
+    }
+    family(o, "hybridgw_pushes_total", "counter",
+           "alert, system and custom messages pushed, per device, by result.");
+    for (int t = 0; t < GW_DEVICE_COMMAND_TYPE_COUNT_; t++) {
+        if (t == GW_DEVICE_COMMAND_MCP) {
+            continue; /* counted as MCP requests of origin api */
+        }
+        for (int r = 0; r < GW_PUSH_RESULT_COUNT_; r++) {
+            put(o, "hybridgw_pushes_total{type=\"%s\",result=\"%s\"} %llu\n",
+                gw_device_command_type_name((enum gw_device_command_type)t),
+                results[r], (unsigned long long)p->messages[t][r]);
+        }
+    }
+    counter(o, "hybridgw_push_refused_total",
+            "Push and fan-out bodies refused (400, 413).", p->refused);
+    counter(o, "hybridgw_push_broadcasts_total", "Fan-outs answered.",
+            p->broadcasts);
+}
+
 /* Tallies of the loop's handles, for uv_walk. */
 struct handle_tally {
     uint64_t open, active, timers;
@@ -716,6 +816,7 @@ int gw_metrics_format(const struct gw_metrics_sources *src, char **out,
     }
     o.buf[0] = '\0';
     sessions_part(&o, src);
+    calls_part(&o, src);
     outbox_part(&o, src);
     transport_part(&o, src);
     dns_part(&o, src);
@@ -723,6 +824,8 @@ int gw_metrics_format(const struct gw_metrics_sources *src, char **out,
     mcp_part(&o, src);
     outbound_part(&o, src);
     http_part(&o, src);
+    ota_part(&o, src);
+    push_part(&o, src);
     loop_part(&o, src);
     if (o.oom) {
         free(o.buf);

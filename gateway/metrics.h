@@ -21,6 +21,8 @@
 
 struct gw_mcp_server;
 struct gw_mcp_outbound;
+struct gw_ota_stats;
+struct gw_push_stats;
 
 /* Where the figures come from; any pointer may be NULL but the first
  * four. */
@@ -41,6 +43,10 @@ struct gw_metrics_sources {
     void (*http_server_stats)(const void *arg,
                               struct gw_http_server_stats *out);
     const void *http_arg;
+    /* POST /xiaozhi/ota/ outcomes, when the API runs (gateway/ota.h). */
+    const struct gw_ota_stats *ota;
+    /* Pushes to devices, when the API runs (gateway/push_stats.h). */
+    const struct gw_push_stats *push;
 };
 
 /* The whole exposition as a heap string (free()); GW_ENOMEM. */

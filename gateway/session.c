@@ -649,6 +649,12 @@ void gw_session_on_device_message(struct gw_session *s,
                env->type);
         return;
     }
+    if (s->call != NULL) {
+        /* No backend to hear listen or abort; the call ends by goodbye. */
+        GW_LOG(GW_LOG_DEBUG, s->subject, "%s in a device call: dropped",
+               env->type);
+        return;
+    }
     if (env->kind == GW_MSG_ABORT) {
         /* The user interrupted: audio still queued here is stale. */
         size_t n = gw_udp_peer_flush(&s->udp);
@@ -669,6 +675,10 @@ void gw_session_on_device_message(struct gw_session *s,
 void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
                           const uint8_t *opus, size_t len)
 {
+    if (s->state == GW_SESSION_ACTIVE && s->call != NULL) {
+        gw_device_call_on_uplink(s, opus, len); /* never to a backend */
+        return;
+    }
     if (s->state != GW_SESSION_ACTIVE || s->ws == NULL) {
         return;
     }
@@ -698,6 +708,30 @@ static void send_mcp_to_backend(void *arg, const cJSON *payload)
     cJSON_free(text);
 }
 
+/* ---- device calls ---- */
+
+void gw_session_enter_call(struct gw_session *s, struct gw_call *call)
+{
+    const struct gw_session_env *env = env_of(s);
+
+    GW_ASSERT(s->state == GW_SESSION_ACTIVE && s->call == NULL);
+    s->call = call;
+    gw_log(GW_LOG_INFO, s->subject, "backend %s left for a device call",
+           s->backend_name != NULL ? s->backend_name : "-");
+    /* Closed like an attempt given up: its on_close only counts down. */
+    if (s->ws != NULL) {
+        gw_backend_conn_close(s->ws);
+        s->ws = NULL;
+        s->abandoned++;
+    }
+    gw_mcp_relay_close(&s->relay);
+    gw_backend_pool_done(env->pool, &s->ticket);
+    gw_pcm_bridge_free(s->pcm);
+    s->pcm = NULL;
+    /* The backend's last words are stale now. */
+    (void)gw_udp_peer_flush(&s->udp);
+}
+
 /* ---- the table ---- */
 
 void gw_sessions_init(struct gw_sessions *t, const struct gw_session_env *env)
@@ -710,6 +744,13 @@ void gw_sessions_init(struct gw_sessions *t, const struct gw_session_env *env)
         env->pub->on_sent = on_outbox_sent;
         env->pub->on_sent_arg = t;
     }
+    struct gw_device_calls_env cenv = {
+        .loop = env->loop,
+        .config = env->config,
+        .pub = env->pub,
+        .devices = env->devices,
+    };
+    gw_device_calls_init(&t->calls, &cenv);
 }
 
 size_t gw_sessions_live(const struct gw_sessions *t)
@@ -828,6 +869,7 @@ void gw_session_end(struct gw_session *s, enum gw_session_end why)
     env->counters->sessions_ended[why]++;
     bool was_active = s->state == GW_SESSION_ACTIVE;
     set_state(s, GW_SESSION_CLOSING);
+    gw_device_call_leave(s); /* the other side of a call gets its goodbye */
     if (was_active) {
         gw_udp_peer_stop(&s->udp);
     }

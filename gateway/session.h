@@ -23,6 +23,7 @@
 #include "gateway/backend_ws.h"
 #include "gateway/config_hold.h"
 #include "gateway/counters.h"
+#include "gateway/device_call.h"
 #include "gateway/device_table.h"
 #include "gateway/mcp_relay.h"
 #include "gateway/pcm_bridge.h"
@@ -49,7 +50,8 @@ struct gw_sessions {
     struct gw_list closing; /* CLOSING: handles still closing */
     size_t n_live, n_closing;
     uint64_t next_serial;
-    struct gw_bucket log_all; /* refusal lines of all sessions together */
+    struct gw_bucket log_all;     /* refusal lines of all sessions together */
+    struct gw_device_calls calls; /* device-to-device calls (device_call.h) */
     /* Told when the last session's memory is released. */
     void (*on_empty)(struct gw_sessions *t, void *arg);
     void *on_empty_arg;
@@ -83,6 +85,7 @@ struct gw_session {
     bool tts_start_waits;         /* its tts start is in the outbox */
     uint64_t tts_start_held_ms;   /* loop time it was held */
     struct gw_bucket log_bucket;  /* its backend's refused messages */
+    struct gw_call *call;         /* the device call it is in, or NULL */
 };
 
 void gw_sessions_init(struct gw_sessions *t, const struct gw_session_env *env);
@@ -117,6 +120,13 @@ void gw_session_on_device_message(struct gw_session *s,
 /* A valid uplink audio packet from the session's UDP peer. */
 void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
                           const uint8_t *opus, size_t len);
+
+/*
+ * The session leaves its backend for a device call (call is not owned):
+ * the WebSocket closes without a goodbye to the device, queued downlink
+ * goes, and from now on its uplink goes to the call. ACTIVE sessions only.
+ */
+void gw_session_enter_call(struct gw_session *s, struct gw_call *call);
 
 /*
  * Ends the session: tells the device (unless it said goodbye, or a newer

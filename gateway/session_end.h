@@ -29,7 +29,8 @@ enum gw_session_state {
     XX(DEVICE_OFFLINE, "device offline") /* the broker says it left */         \
     XX(REPLACED, "replaced by a new hello")                                    \
     XX(SHUTDOWN, "shutdown")                                                   \
-    XX(ERROR, "local error") /* memory, crypto */
+    XX(CALL_ENDED, "call ended") /* other side hung up, or no answer */        \
+    XX(ERROR, "local error")     /* memory, crypto */
 
 enum gw_session_end {
 #define XX(name, _) GW_END_##name,

@@ -41,7 +41,8 @@ fi
 
 # The module of a gateway file: files that share a prefix form one module;
 # mcp_peers (the records a device keeps of who listens to it, and the
-# routing of its notifications to them) is part of the device table.
+# routing of its notifications to them) is part of the device table;
+# device calls join sessions and are part of the session module.
 module_of() {
     local stem=${1%.*}
     case $stem in
@@ -50,7 +51,8 @@ module_of() {
     udp_* | ssrc_table) echo udp ;;
     backend_*) echo backend ;;
     http_server* | http_request) echo http_server ;;
-    session* | counters) echo session ;;
+    http_api*) echo http_api ;;
+    session* | counters | device_call) echo session ;;
     *) echo "$stem" ;;
     esac
 }

@@ -4,8 +4,15 @@
 # mock xiaozhi backend and a simulated stock device (hello, listen, audio up, stt, tts with audio down,
 # goodbye). Prints the device's transcript with per-step latency, stops
 # everything it started, and exits 0 when the conversation succeeded.
+# With --ui it then keeps running with an idle simulated device online and
+# prints the address and token of the operator page (web/, at /ui/) until
+# Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ui=0
+if [ "${1:-}" = --ui ]; then
+    ui=1
+fi
 
 scripts/setup.sh
 echo "demo: building"
@@ -19,6 +26,9 @@ tmp=$GW_TMP
 broker_port=$("$sim" free-port)
 backend_port=$("$sim" free-port)
 udp_port=$("$sim" free-port --udp)
+http_port=$("$sim" free-port)
+# The page's token: a fresh one each run (it guards the API and /mcp).
+http_token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 
 # Debian's mosquitto with the hybridgw plugin (broker/): device logins
 # with the xiaozhi password scheme, device-server rewritten to
@@ -58,7 +68,8 @@ cat >"$tmp/hybridgw.json" <<EOF
   "udp": { "bind": "127.0.0.1", "port": $udp_port, "public_host": "127.0.0.1" },
   "backends": [ { "name": "mock",
     "url": "ws://127.0.0.1:$backend_port/xiaozhi/v1/?from=mqtt_gateway" } ],
-  "http": { "port": 0 },
+  "http": { "listen": "127.0.0.1", "port": $http_port, "token": "$http_token",
+            "ui_dir": "$PWD/web" },
   "log": { "level": "info" }
 }
 EOF
@@ -74,6 +85,20 @@ status=0
 # A stock device: it publishes to device-server and never subscribes.
 "$sim" device --broker "127.0.0.1:$broker_port" --key "$device_key" \
     --turns 1 --frames 20 || status=$?
+
+if ((ui == 1 && status == 0)); then
+    # An idle device with a tool that answers with its text, to call from
+    # the page.
+    "$sim" device --broker "127.0.0.1:$broker_port" --key "$device_key" \
+        --client-id 'GID_demo@@@02_00_00_00_00_01@@@demo-ui' --idle \
+        --mcp-echo-tool >"$tmp/ui-device.log" 2>&1 &
+    GW_PIDS+=($!)
+    echo
+    echo "== the operator page: http://127.0.0.1:$http_port/ui/"
+    echo "   token: $http_token"
+    echo "   (Ctrl-C stops everything)"
+    wait "$gw_pid" || true
+fi
 
 echo
 echo "== the gateway's log"

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package hybridgw needs to build, test and run the
-# demo, and the npm packages of the MCP tests (tests/mcp). Safe to run
-# again: it installs only what is missing or stale. GW_SETUP_NODE=0 skips
-# the Node.js part, as does a tree without tests/mcp (the image build,
-# which copies this script alone).
+# demo, and the npm packages of the MCP tests (tests/mcp) and of the
+# operator page's browser test (tests/web, which drives Debian's Chromium).
+# Safe to run again: it installs only what is missing or stale.
+# GW_SETUP_NODE=0 skips the Node.js part and Chromium, as does a tree
+# without tests/mcp (the image build, which copies this script alone).
 set -euo pipefail
 
 mcp_dir=$(cd "$(dirname "$0")/.." && pwd)/tests/mcp
+web_dir=$(dirname "$mcp_dir")/web
 node_wanted=${GW_SETUP_NODE:-1}
 if [ ! -f "$mcp_dir/package-lock.json" ]; then
     node_wanted=0
@@ -29,9 +31,14 @@ for p in "${packages[@]}"; do
     fi
 done
 # Debian's Node.js for the MCP tests; a node and npm already on the PATH
-# (another distribution of them) will do as well.
+# (another distribution of them) will do as well. The page's test runs
+# Debian's Chromium headless (playwright-core downloads no browser).
 if [ "$node_wanted" = 1 ]; then
     command -v node >/dev/null || missing+=(nodejs)
+    if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null |
+        grep -q 'install ok installed'; then
+        missing+=(chromium)
+    fi
 fi
 
 sudo=()
@@ -72,5 +79,19 @@ if [ "$node_wanted" = 1 ]; then
         echo "$want" >"$stamp"
     else
         echo "setup: tests/mcp node modules up to date"
+    fi
+fi
+
+# playwright-core for the operator page's test, as tests/web/package-lock.json
+# pins it; a tree without tests/web skips it.
+if [ "$node_wanted" = 1 ] && [ -f "$web_dir/package-lock.json" ]; then
+    stamp=$web_dir/node_modules/.hybridgw-lock.sha256
+    want=$(sha256sum "$web_dir/package-lock.json" | cut -d' ' -f1)
+    if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+        echo "setup: npm ci in tests/web"
+        (cd "$web_dir" && npm ci --no-audit --no-fund --loglevel=error)
+        echo "$want" >"$stamp"
+    else
+        echo "setup: tests/web node modules up to date"
     fi
 fi

@@ -58,6 +58,7 @@ enum {
     O_MCP_CHANGE,
     O_MCP_BIG,
     O_IDLE,
+    O_CALL,
     O_JSON,
     O_PACKET_LOG,
     O_LOG_LEVEL,
@@ -110,6 +111,7 @@ static const struct option cli_options[] = {
     {"mcp-change-after-ms", required_argument, NULL, O_MCP_CHANGE},
     {"mcp-big-resource-bytes", required_argument, NULL, O_MCP_BIG},
     {"idle", no_argument, NULL, O_IDLE},
+    {"call", no_argument, NULL, O_CALL},
     {"json", no_argument, NULL, O_JSON},
     {"packet-log", required_argument, NULL, O_PACKET_LOG},
     {"log-level", required_argument, NULL, O_LOG_LEVEL},
@@ -183,6 +185,9 @@ void gw_sim_cli_usage(FILE *out)
         "                           (MCP is answered) until SIGINT, which "
         "ends the\n"
         "                           run with exit 0; SIGUSR1 starts one\n"
+        "  --call                   take part in device calls: woken by\n"
+        "                           self.remote_wakeup, sends numbered call\n"
+        "                           frames, checks what a call brings\n"
         "  --decode / --no-decode   decode played frames with libopus, or "
         "only inspect them\n"
         "MCP:\n"
@@ -465,6 +470,9 @@ int gw_sim_cli_parse(struct gw_sim_cli *cli, int code, const char *arg)
         break;
     case O_IDLE:
         o->idle = true;
+        break;
+    case O_CALL:
+        o->call = true;
         break;
     case O_JSON:
         cli->json = true;

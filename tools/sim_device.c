@@ -83,6 +83,7 @@ void gw_sim_dev_release(struct gw_sim_device *d)
         d->close_cb(d, d->close_arg);
     }
     gw_sim_dev_mcp_drop_queue(d);
+    gw_sim_dev_call_free(d);
     gw_sim_esp_destroy(d->esp);
     gw_aes_ctr_destroy(d->aes);
     EVP_MD_CTX_free(d->up_md);
@@ -387,6 +388,23 @@ static bool add_mcp(cJSON *o, const struct gw_sim_result *r)
     cJSON_AddNumberToObject(m, "cancelled", r->mcp_cancelled);
     cJSON_AddBoolToObject(m, "vision", r->mcp_vision);
     cJSON_AddStringToObject(m, "vision_url", r->mcp_vision_url);
+    cJSON_AddStringToObject(m, "vision_token", r->mcp_vision_token);
+    return true;
+}
+
+/* "pushed": the last alert and custom message the device took. */
+static bool add_pushed(cJSON *o, const struct gw_sim_result *r)
+{
+    cJSON *p = cJSON_AddObjectToObject(o, "pushed");
+    cJSON *alert = cJSON_AddObjectToObject(p, "alert");
+
+    if (p == NULL || alert == NULL) {
+        return false;
+    }
+    cJSON_AddStringToObject(alert, "status", r->alert_status);
+    cJSON_AddStringToObject(alert, "message", r->alert_message);
+    cJSON_AddStringToObject(alert, "emotion", r->alert_emotion);
+    cJSON_AddStringToObject(p, "custom", r->custom_payload);
     return true;
 }
 
@@ -433,12 +451,24 @@ char *gw_sim_result_json(const struct gw_sim_result *r, const char *client_id)
     cJSON_AddNumberToObject(msgs, "system", r->system_count);
     cJSON_AddNumberToObject(msgs, "custom", r->custom_count);
     cJSON_AddNumberToObject(msgs, "other", r->other_count);
+    cJSON_AddNumberToObject(msgs, "alert_ignored", r->alert_ignored);
+    cJSON_AddNumberToObject(msgs, "system_ignored", r->system_ignored);
+    cJSON_AddNumberToObject(msgs, "custom_ignored", r->custom_ignored);
+    cJSON_AddNumberToObject(msgs, "reboots", r->reboots);
+    if (!add_pushed(o, r)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
     cJSON_AddNumberToObject(msgs, "unparsable", r->bad_json);
     cJSON_AddNumberToObject(msgs, "oversize", r->oversize);
     cJSON_AddNumberToObject(msgs, "mcp_answered", r->mcp_answered);
     cJSON_AddNumberToObject(msgs, "mcp_ignored", r->mcp_ignored);
     cJSON_AddNumberToObject(msgs, "goodbye_ignored", r->goodbye_ignored);
     if (!add_mcp(o, r)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    if (!gw_sim_call_result_json(r, o)) {
         cJSON_Delete(o);
         return NULL;
     }

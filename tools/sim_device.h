@@ -92,6 +92,8 @@ struct gw_sim_mcp {
     bool silent;          /* never answer anything (timeout tests) */
     bool vision_seen;     /* initialize carried capabilities.vision */
     char vision_url[128]; /* its url, "" if none or too long */
+    /* Its token, "" if none or too long. */
+    char vision_token[128];
     uint64_t answered;    /* replies produced */
     uint64_t ignored;     /* requests dropped as the firmware drops them */
     uint64_t initializes; /* initialize requests answered */
@@ -166,6 +168,10 @@ struct gw_sim_result {
     uint32_t hellos, hello_invalid, hello_duplicate;
     uint32_t stt_count, llm_count, tts_start, tts_stop, tts_sentence;
     uint32_t alert_count, system_count, custom_count, other_count;
+    /* Pushed messages the firmware would drop, and the last ones taken. */
+    uint32_t alert_ignored, system_ignored, custom_ignored, reboots;
+    char alert_status[64], alert_message[160], alert_emotion[32];
+    char custom_payload[256]; /* unformatted JSON, cut to fit */
     uint32_t bad_json;        /* unparsable messages, dropped */
     uint32_t oversize;        /* messages over 8192 bytes (accepted) */
     uint32_t goodbye_ignored; /* goodbyes with another session_id */
@@ -176,6 +182,8 @@ struct gw_sim_result {
     uint32_t mcp_initializes, mcp_lists, mcp_calls, mcp_cancelled;
     bool mcp_vision;          /* an initialize carried capabilities.vision */
     char mcp_vision_url[128]; /* its url */
+    /* Its token. */
+    char mcp_vision_token[128];
     /* The esp profile's server (sim_espmcp.h), NULL in stock mode; valid
      * as long as the result. */
     const struct gw_sim_esp *mcp_esp;
@@ -195,6 +203,19 @@ struct gw_sim_result {
     /* With tone_hz: the strongest frequency of the played audio (decoded,
      * first 2 s after its first 2 frames) and its share of the power. */
     double down_tone_hz, down_tone_purity;
+    /* With call: what the device saw of calls. */
+    struct gw_sim_call_result {
+        uint32_t wakeups;    /* self.remote_wakeup calls taken */
+        uint32_t accepted;   /* call_accepted messages */
+        uint64_t tx_frames;  /* numbered frames sent */
+        uint64_t rx_frames;  /* numbered frames received, bit-exact */
+        uint64_t rx_bad;     /* numbered, but not the bytes sent */
+        uint64_t rx_gaps;    /* numbered, but not the next number */
+        uint64_t rx_silence; /* other frames that decode to silence */
+        uint64_t rx_other;   /* other frames with sound in them */
+        uint32_t rx_first;   /* number of the first one received */
+        uint32_t rx_last;    /* and of the last */
+    } call;
 };
 
 /* The run ended; r stays valid until the device is closed. */
@@ -257,6 +278,8 @@ struct gw_sim_device_options {
     size_t n_mcp_remote;
     bool mcp_remote_init;     /* esp: initialize each endpoint first */
     bool mcp_remote_progress; /* esp: remote calls carry a progress token */
+    bool call; /* device calls (sim_device_call.c): remote wake-up,
+                  numbered uplink frames, received call audio checked */
     bool idle; /* connect and stay online with no conversation until a
                   wake-up (gw_sim_device_wake) or a stop; sleeps again
                   after each conversation */

@@ -10,6 +10,7 @@
 #include <opus/opus.h>
 
 #include "codec/client_id.h"
+#include "codec/envelope.h"
 #include "codec/hello.h"
 #include "crypto/aes_ctr.h"
 #include "common/mqtt_link.h"
@@ -105,6 +106,7 @@ struct gw_sim_device {
     struct gw_sim_esp *esp; /* --mcp-profile esp, else NULL */
     uv_timer_t esp_timer;   /* its next timer */
     struct gw_sim_result r;
+    struct gw_sim_call *call; /* sim_device_call.c's state, or NULL */
     gw_sim_device_close_cb close_cb;
     void *close_arg;
     uint8_t rx[RX_BUF]; /* one datagram */
@@ -179,10 +181,30 @@ void gw_sim_dev_watch(struct gw_sim_device *d, uint32_t ms);
 void gw_sim_dev_begin_turn(struct gw_sim_device *d, bool listen_msg, bool last);
 void gw_sim_dev_turn_done(struct gw_sim_device *d);
 void gw_sim_dev_goodbye(struct gw_sim_device *d);
+/* An alert, system or custom message (sim_device_push.c): true when it
+ * was one of those and is handled. */
+bool gw_sim_dev_on_push(struct gw_sim_device *d, const struct gw_envelope *env);
 void gw_sim_dev_finish(struct gw_sim_device *d);
 /* A conversation ended normally: finish, or sleep until the next one. */
 void gw_sim_dev_conversation_over(struct gw_sim_device *d);
 void gw_sim_dev_on_channel_timeout(uv_timer_t *t);
+
+/* --- sim_device_call.c: device calls (options.call) -------------------- */
+/* A tools/call self.remote_wakeup: answered, and an asleep device wakes.
+ * True when the message was taken. */
+bool gw_sim_dev_call_on_mcp(struct gw_sim_device *d, const cJSON *payload);
+/* A message of a type the stock firmware ignores (call_accepted). */
+bool gw_sim_dev_call_on_message(struct gw_sim_device *d,
+                                const struct gw_envelope *env);
+/* The next uplink frame: numbered, so the other side can check it. */
+void gw_sim_dev_call_frame(struct gw_sim_device *d, const uint8_t **p,
+                           size_t *n);
+/* A decrypted downlink frame; true when it was call audio (taken). */
+bool gw_sim_dev_call_on_audio(struct gw_sim_device *d, const uint8_t *opus,
+                              size_t len);
+void gw_sim_dev_call_free(struct gw_sim_device *d);
+/* Adds "call" to a result object; false on OOM. */
+bool gw_sim_call_result_json(const struct gw_sim_result *r, cJSON *o);
 
 /* --- sim_device_checks.c and sim_device_clip.c ------------------------- */
 

@@ -446,6 +446,11 @@ int gw_sim_mcp_handle(struct gw_sim_mcp *m, const cJSON *msg, char **reply,
             if (url != NULL && strlen(url) < sizeof(m->vision_url)) {
                 memcpy(m->vision_url, url, strlen(url) + 1);
             }
+            const char *token = cJSON_GetStringValue(
+                cJSON_GetObjectItemCaseSensitive(vision, "token"));
+            if (token != NULL && strlen(token) < sizeof(m->vision_token)) {
+                memcpy(m->vision_token, token, strlen(token) + 1);
+            }
         }
         m->initializes++;
         sb_fmt(&b, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{", id);

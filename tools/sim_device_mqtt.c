@@ -307,6 +307,8 @@ void gw_sim_dev_sync_mcp(struct gw_sim_device *d)
     d->r.mcp_cancelled = (uint32_t)m->cancelled;
     d->r.mcp_vision = m->vision_seen;
     memcpy(d->r.mcp_vision_url, m->vision_url, sizeof(d->r.mcp_vision_url));
+    memcpy(d->r.mcp_vision_token, m->vision_token,
+           sizeof(d->r.mcp_vision_token));
 }
 
 /* Answers one JSON-RPC message now, as the firmware's MCP server does. */
@@ -534,6 +536,9 @@ static void on_mcp(struct gw_sim_device *d, const cJSON *root)
 {
     const cJSON *payload = cJSON_GetObjectItemCaseSensitive(root, "payload");
 
+    if (d->o.call && gw_sim_dev_call_on_mcp(d, payload)) {
+        return;
+    }
     if (d->esp != NULL) {
         esp_receive(d, root);
         return;
@@ -550,6 +555,9 @@ static void on_other(struct gw_sim_device *d, const struct gw_envelope *env)
 #define STR(key)                                                               \
     cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, key))
 
+    if (gw_sim_dev_on_push(d, env)) {
+        return; /* alert, system, custom: sim_device_push.c */
+    }
     switch (env->kind) {
     case GW_MSG_LLM:
         d->r.llm_count++;
@@ -577,6 +585,9 @@ static void on_other(struct gw_sim_device *d, const struct gw_envelope *env)
         gw_sim_dev_event(d, "< custom");
         break;
     default:
+        if (d->o.call && gw_sim_dev_call_on_message(d, env)) {
+            break;
+        }
         d->r.other_count++;
         gw_sim_dev_event(d, "< %s (unknown type, ignored)", env->type);
         break;

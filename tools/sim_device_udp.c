@@ -134,8 +134,12 @@ static void send_frame(struct gw_sim_device *d)
     const uint8_t *p;
     size_t n;
 
-    gw_sim_clip_frame(d->o.clip, d->turn_frame, d->o.speech_frames,
-                      d->final_turn, &p, &n);
+    if (d->o.call) {
+        gw_sim_dev_call_frame(d, &p, &n);
+    } else {
+        gw_sim_clip_frame(d->o.clip, d->turn_frame, d->o.speech_frames,
+                          d->final_turn, &p, &n);
+    }
     uplink_send(d, p, n);
     d->turn_frame++;
     if (!d->final_turn && d->turn_frame == d->o.speech_frames) {
@@ -422,6 +426,9 @@ static void on_udp_recv(uv_udp_t *u, ssize_t nread, const uv_buf_t *buf,
     uv_timer_again(&d->channel_timer);
     note_arrival(d, opus, h.payload_len);
     log_packet(d, "down", h.sequence, opus, h.payload_len);
+    if (d->o.call && gw_sim_dev_call_on_audio(d, opus, h.payload_len)) {
+        return;
+    }
     if (d->state != ST_SPEAKING) {
         /* The firmware plays downlink only in speaking, entered on tts
          * start; what comes earlier (a tts start that lost the race

@@ -278,6 +278,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if ((status == 200 || status == 202 || status == 0) &&
         (under(path, "/metrics") || under(path, "/mcp") ||
+         under(path, "/api/broadcast") ||
          (under(path, "/api/devices") &&
           strcmp(path, "/api/devices/status") != 0)) &&
         !gw_http_api_token_matches(TOKEN, auth)) {

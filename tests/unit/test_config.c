@@ -158,6 +158,11 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->http.n_allowed_hosts, 0);
     assert_int_equal(cfg->http.max_connections, 256);
     assert_int_equal(cfg->http.max_connections_per_address, 32);
+    assert_int_equal(cfg->http.api_timeout_ms, 8000);
+    assert_int_equal(cfg->http.broadcast_max_devices, 1024);
+    assert_string_equal(cfg->mcp.client_capabilities.vision.url, "");
+    assert_string_equal(cfg->mcp.client_capabilities.vision.token, "");
+    assert_string_equal(cfg->http.ui_dir, "/usr/local/share/hybridgw/web");
     assert_true(cfg->mcp.discover);
     assert_int_equal(cfg->mcp.call_timeout_ms, 30000);
     assert_int_equal(cfg->mcp.max_tools, 128);
@@ -178,6 +183,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->limits.max_sessions, 10000);
     assert_int_equal(cfg->limits.backend_hello_timeout_ms, 5000);
     assert_int_equal(cfg->limits.udp_idle_timeout_ms, 120000);
+    assert_int_equal(cfg->limits.call_ring_timeout_ms, 60000);
     assert_int_equal(cfg->limits.max_message_bytes, 8192);
     assert_int_equal(cfg->limits.tts_start_guard_ms, 40);
     assert_int_equal(cfg->log.level, GW_LOG_INFO);
@@ -302,6 +308,8 @@ static const struct bad_case bad_cases[] = {
      "limits.max_message_bytes: 255 is out of range 256-65536", NULL},
     {"{" BACKEND ",\"limits\":{\"tts_start_guard_ms\":1001}}", 0,
      "limits.tts_start_guard_ms: 1001 is out of range 0-1000", NULL},
+    {"{" BACKEND ",\"limits\":{\"call_ring_timeout_ms\":100}}", 0,
+     "limits.call_ring_timeout_ms: 100 is out of range 500-600000", NULL},
     {"{" BACKEND ",\"mqtt\":{\"keepalive\":-1}}", 0,
      "mqtt.keepalive: -1 is out of range 5-65535", NULL},
     {"{\"backends\":[{\"name\":\"m\",\"url\":\"ws://h\","
@@ -407,8 +415,22 @@ static const struct bad_case bad_cases[] = {
      "http.allowed_hosts[1]: must be a host name or IP address", NULL},
     {"{" BACKEND ",\"http\":{\"allowed_hosts\":[\"*.lan\"]}}", 0,
      "http.allowed_hosts[0]: must be a host name or IP address", NULL},
+    {"{" BACKEND ",\"http\":{\"api_timeout_ms\":50}}", 0,
+     "http.api_timeout_ms: 50 is out of range 100-600000", NULL},
+    {"{" BACKEND ",\"http\":{\"broadcast_max_devices\":0}}", 0,
+     "http.broadcast_max_devices: 0 is out of range 1-1048576", NULL},
+    {"{" BACKEND ",\"mcp\":{\"client_capabilities\":{\"vision\":"
+     "{\"url\":\"ftp://h/x\"}}}}",
+     0,
+     "mcp.client_capabilities.vision.url: scheme must be http:// or "
+     "https://",
+     NULL},
     {"{" BACKEND ",\"http\":{\"max_connections_per_address\":0}}", 0,
      "http.max_connections_per_address", NULL},
+    {"{" BACKEND ",\"http\":{\"ui_dir\":\"web\"}}", 0,
+     "http.ui_dir: must be an absolute path", NULL},
+    {"{" BACKEND ",\"http\":{\"ui_dir\":\"/srv/w\\u0001\"}}", 0,
+     "http.ui_dir: must not contain control characters", NULL},
     {"{" BACKEND ",\"mcp\":{\"call_timeout_ms\":10}}", 0, "mcp.call_timeout_ms",
      NULL},
     {"{" BACKEND ",\"mcp\":{\"max_tool\":10}}", 0,
