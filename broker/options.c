@@ -41,6 +41,10 @@ static const struct option options[] = {
      GW_BROKER_DEFAULT_MAX_MESSAGE},
     /* The gateway's mqtt.status_topic; "" lets no gateway will through. */
     {"gateway_status_topic", TOPIC, FIELD(gateway_status_topic), ""},
+    /* The gateways' cluster.topic_prefix: each instance's will (its record
+     * saying gone) goes to <prefix>/<name>. */
+    {"gateway_instances_prefix", TOPIC, FIELD(gateway_instances_prefix),
+     "hybridgw/instances"},
 };
 
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
@@ -113,7 +117,8 @@ int gw_broker_options_set(struct gw_broker_options *o, const char *key,
         say(err, err_cap,
             "unknown option plugin_opt_%s (known: device_key, device_topic, "
             "gateway_username, gateway_password, topic_prefix, "
-            "max_message_bytes, gateway_status_topic)",
+            "max_message_bytes, gateway_status_topic, "
+            "gateway_instances_prefix)",
             key);
         return GW_ENOENT;
     }

@@ -37,8 +37,11 @@ struct gw_broker_options {
     char *max_message;          /* device payload bound, as given */
     size_t max_message_bytes;   /* the same, checked */
     char *gateway_status_topic; /* the gateway's will may go here, or "" */
-    char *down_pattern;         /* "<prefix>/+/down", for gw_topic_capture */
-    size_t prefix_len;          /* bytes at topic_prefix */
+    /* cluster.topic_prefix of the gateways: their wills (instance
+     * records) may go to <this>/<name> */
+    char *gateway_instances_prefix;
+    char *down_pattern; /* "<prefix>/+/down", for gw_topic_capture */
+    size_t prefix_len;  /* bytes at topic_prefix */
 };
 
 /*

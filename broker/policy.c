@@ -147,8 +147,19 @@ bool gw_broker_will_allows(const struct gw_broker_options *o,
                            enum gw_broker_role role, int access,
                            const char *topic)
 {
-    return role == GW_BROKER_ROLE_GATEWAY && access == GW_BROKER_ACCESS_WRITE &&
-           topic != NULL && o->gateway_status_topic != NULL &&
+    const char *ip = o->gateway_instances_prefix;
+    size_t n = ip != NULL ? strlen(ip) : 0;
+
+    if (role != GW_BROKER_ROLE_GATEWAY || access != GW_BROKER_ACCESS_WRITE ||
+        topic == NULL) {
+        return false;
+    }
+    /* An instance record: <prefix>/<name>, one level, nothing deeper. */
+    if (n > 0 && strncmp(topic, ip, n) == 0 && topic[n] == '/' &&
+        topic[n + 1] != '\0' && strchr(topic + n + 1, '/') == NULL) {
+        return true;
+    }
+    return o->gateway_status_topic != NULL &&
            o->gateway_status_topic[0] != '\0' &&
            strcmp(topic, o->gateway_status_topic) == 0;
 }

@@ -549,10 +549,16 @@ static int setup_client(struct gw_mqtt_link *link,
             MOSQ_ERR_SUCCESS) {
         return GW_ENOMEM;
     }
-    if (link->status_topic != NULL &&
-        mosquitto_will_set(link->mosq, link->status_topic,
-                           (int)strlen(STATUS_OFFLINE), STATUS_OFFLINE, 1,
-                           true) != MOSQ_ERR_SUCCESS) {
+    if (opts->will_topic != NULL && opts->will_topic[0] != '\0') {
+        const char *p = opts->will_payload != NULL ? opts->will_payload : "";
+        if (mosquitto_will_set(link->mosq, opts->will_topic, (int)strlen(p), p,
+                               1, true) != MOSQ_ERR_SUCCESS) {
+            return GW_EINVAL;
+        }
+    } else if (link->status_topic != NULL &&
+               mosquitto_will_set(link->mosq, link->status_topic,
+                                  (int)strlen(STATUS_OFFLINE), STATUS_OFFLINE,
+                                  1, true) != MOSQ_ERR_SUCCESS) {
         return GW_EINVAL;
     }
     if (opts->tls) {
@@ -627,8 +633,23 @@ int gw_mqtt_link_init(uv_loop_t *loop, const struct gw_mqtt_link_options *opts,
     return 0;
 }
 
+static int link_publish(struct gw_mqtt_link *link, const char *topic,
+                        const void *payload, size_t len, int qos, bool retain);
+
 int gw_mqtt_link_publish(struct gw_mqtt_link *link, const char *topic,
                          const void *payload, size_t len)
+{
+    return link_publish(link, topic, payload, len, 0, false);
+}
+
+int gw_mqtt_link_publish_retained(struct gw_mqtt_link *link, const char *topic,
+                                  const void *payload, size_t len)
+{
+    return link_publish(link, topic, payload, len, 1, true);
+}
+
+static int link_publish(struct gw_mqtt_link *link, const char *topic,
+                        const void *payload, size_t len, int qos, bool retain)
 {
     if (len > MQTT_MAX_PAYLOAD) {
         return GW_ETOOBIG;
@@ -637,8 +658,8 @@ int gw_mqtt_link_publish(struct gw_mqtt_link *link, const char *topic,
         link->stats.tx_dropped++;
         return -ENOTCONN;
     }
-    int rc =
-        mosquitto_publish(link->mosq, NULL, topic, (int)len, payload, 0, false);
+    int rc = mosquitto_publish(link->mosq, NULL, topic, (int)len, payload, qos,
+                               retain);
     if (rc != MOSQ_ERR_SUCCESS) {
         link->stats.tx_dropped++;
         watch_sync(link);

@@ -43,6 +43,12 @@ struct gw_mqtt_link_options {
      * will (the broker sends it when the link dies unannounced) and
      * before a clean disconnect. */
     const char *status_topic;
+    /* NULL or "": none. Else a will of the caller's (retained, QoS 1),
+     * which takes the place of the status topic's (one will per
+     * connection; the status topic still says online and, at a clean
+     * disconnect, offline). */
+    const char *will_topic;
+    const char *will_payload;
     const char *const *topics; /* subscribed at QoS 0 on every connect */
     size_t n_topics;
     gw_mqtt_message_cb on_message;
@@ -69,6 +75,15 @@ GW_MUST_CHECK int gw_mqtt_link_init(uv_loop_t *loop,
 GW_MUST_CHECK int gw_mqtt_link_publish(struct gw_mqtt_link *link,
                                        const char *topic, const void *payload,
                                        size_t len);
+
+/*
+ * One retained QoS 1 publish (a state others read when they subscribe).
+ * Returns as gw_mqtt_link_publish.
+ */
+GW_MUST_CHECK int gw_mqtt_link_publish_retained(struct gw_mqtt_link *link,
+                                                const char *topic,
+                                                const void *payload,
+                                                size_t len);
 
 bool gw_mqtt_link_is_up(const struct gw_mqtt_link *link);
 

@@ -620,6 +620,35 @@ static void check_ota(struct loader *ld, const struct gw_config *cfg)
     }
 }
 
+/* cluster.instance defaults to mqtt.client_id (in mode hash), which must
+ * then be a name. */
+static void check_cluster(struct loader *ld, struct gw_config *cfg)
+{
+    const char *id = cfg->mqtt.client_id;
+    size_t len = strlen(id);
+
+    /* Mode off keeps "": nothing derived changes with mqtt.client_id. */
+    if (ld->nomem || *cfg->cluster.instance != '\0' ||
+        cfg->cluster.mode != GW_CLUSTER_MODE_HASH) {
+        return;
+    }
+    if ((len == 0 || len > 64 ||
+         strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                    "0123456789._-") != len)) {
+        fail_key(ld, "cluster.instance",
+                 "not set, and mqtt.client_id cannot stand for it (a name "
+                 "has 1 to 64 letters, digits, '.', '_' or '-')");
+        return;
+    }
+    char *copy = strdup(id);
+    if (copy == NULL) {
+        ld->nomem = true;
+        return;
+    }
+    free(cfg->cluster.instance);
+    cfg->cluster.instance = copy;
+}
+
 static void validate(struct loader *ld, struct gw_config *cfg,
                      bool routes_given)
 {
@@ -627,6 +656,7 @@ static void validate(struct loader *ld, struct gw_config *cfg,
     check_mcp_servers(ld, cfg);
     check_routes(ld, cfg, routes_given);
     check_mqtt(ld, cfg);
+    check_cluster(ld, cfg);
     check_ota(ld, cfg);
     if (cfg->health.backoff_max_ms < cfg->health.backoff_ms) {
         fail_key(ld, "health.backoff_max_ms",

@@ -34,6 +34,12 @@ enum gw_auth_scheme {
     XX(LEAST, "least")       /* fewest active sessions per weight */           \
     XX(STICKY, "sticky")     /* by client id (rendezvous hashing) */
 
+/* cluster.mode: one instance alone, or owners by rendezvous hashing. */
+enum gw_cluster_mode {
+    GW_CLUSTER_MODE_OFF,
+    GW_CLUSTER_MODE_HASH,
+};
+
 enum gw_route_strategy {
 #define XX(name, _) GW_STRATEGY_##name,
     GW_ROUTE_STRATEGY_MAP(XX)
@@ -225,6 +231,12 @@ struct gw_config {
         enum gw_log_level level;
         enum gw_log_format format;
     } log;
+    struct {
+        char *instance; /* the name among instances; "": mqtt.client_id */
+        enum gw_cluster_mode mode;
+        char *topic_prefix; /* instance records: <prefix>/<name> */
+        int drain_deadline_s;
+    } cluster;
 };
 
 /* Larger files are refused before parsing. */

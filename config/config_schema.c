@@ -191,6 +191,30 @@ static const char *check_status_topic(void *field)
     return strpbrk(s, "+#") != NULL ? "must not contain '+' or '#'" : NULL;
 }
 
+/* cluster.topic_prefix: records go to <prefix>/<name>, one level below. */
+static const char *check_cluster_prefix(void *field)
+{
+    const char *s = *(char **)field;
+    size_t len = strlen(s);
+
+    if (len == 0) {
+        return "must not be empty";
+    }
+    if (strpbrk(s, "+#") != NULL) {
+        return "must not contain '+' or '#'";
+    }
+    if (s[len - 1] == '/' || s[0] == '/') {
+        return "must not begin or end with '/'";
+    }
+    return len > 128 ? "is longer than 128 characters" : NULL;
+}
+
+/* cluster.instance: "" (take mqtt.client_id) or a name. */
+static const char *check_cluster_name(void *field)
+{
+    return **(char **)field == '\0' ? NULL : check_name(field);
+}
+
 /* A topic the gateway publishes to: no wildcards, one placeholder. */
 static const char *check_down_topic(void *field)
 {
@@ -762,6 +786,26 @@ static const struct gw_config_key log_keys[] = {
 };
 static const struct gw_config_table log_table = TABLE("log", log_keys, 0);
 
+static const struct gw_config_name cluster_modes[] = {
+    {"off", GW_CLUSTER_MODE_OFF},
+    {"hash", GW_CLUSTER_MODE_HASH},
+    {NULL, 0},
+};
+
+/* Membership is set up once with the broker link. */
+#define CL(m) AT(struct gw_config, cluster, m)
+static const struct gw_config_key cluster_keys[] = {
+    KEY_STR("instance", CL(instance), GW_CF_RESTART, "", check_cluster_name),
+    KEY_ENUM("mode", CL(mode), GW_CF_RESTART, GW_CLUSTER_MODE_OFF,
+             cluster_modes),
+    KEY_STR("topic_prefix", CL(topic_prefix), GW_CF_RESTART,
+            "hybridgw/instances", check_cluster_prefix),
+    KEY_INT("drain_deadline_s", CL(drain_deadline_s), GW_CF_RELOAD, 300, 1,
+            86400),
+};
+static const struct gw_config_table cluster_table =
+    TABLE("cluster", cluster_keys, 0);
+
 #define TOP(m) offsetof(struct gw_config, m)
 static const struct gw_config_key top_keys[] = {
     KEY_STR("instance", TOP(instance), GW_CF_RESTART, "gw-1", check_name),
@@ -780,6 +824,7 @@ static const struct gw_config_key top_keys[] = {
     KEY_OBJ("health", TOP(health), &health_table),
     KEY_OBJ("ota", TOP(ota), &ota_table),
     KEY_OBJ("log", TOP(log), &log_table),
+    KEY_OBJ("cluster", TOP(cluster), &cluster_table),
 };
 const struct gw_config_table gw_config_schema =
     TABLE("config", top_keys, sizeof(struct gw_config));

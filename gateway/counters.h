@@ -23,7 +23,8 @@
     XX(PRESENCE, "presence")     /* a presence message that does not parse */  \
     XX(RETAINED, "retained")     /* a retained message on an up topic */       \
     XX(OFFLINE, "offline")       /* a hello of a device said offline */        \
-    XX(HELLO_RATE, "hello_rate") /* hellos faster than limits.hello_* */
+    XX(HELLO_RATE, "hello_rate") /* hellos faster than limits.hello_* */       \
+    XX(DRAINING, "draining")     /* a hello while the instance drains */
 
 enum gw_refusal {
 #define XX(name, _) GW_REFUSE_##name,

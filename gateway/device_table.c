@@ -125,6 +125,14 @@ void gw_device_table_set_request_handler(struct gw_device_table *t,
     t->on_request_arg = arg;
 }
 
+void gw_device_table_set_owner(struct gw_device_table *t,
+                               bool (*owns)(void *arg, const char *client_id),
+                               void *arg)
+{
+    t->owns = owns;
+    t->owns_arg = arg;
+}
+
 struct gw_device *gw_device_find(const struct gw_device_table *t,
                                  const char *client_id)
 {
@@ -211,7 +219,12 @@ static struct gw_device *record_add(struct gw_device_table *t,
 static void discover_if_needed(struct gw_device *d)
 {
     const struct gw_config *cfg = gw_config_live_get(d->table->config);
+    struct gw_device_table *t = d->table;
 
+    /* Another instance owns it: that one runs its MCP client. */
+    if (t->owns != NULL && !t->owns(t->owns_arg, d->client_id)) {
+        return;
+    }
     if (cfg->mcp.discover && (d->discovery.state == GW_MCP_IDLE ||
                               d->discovery.state == GW_MCP_FAILED)) {
         gw_mcp_discovery_start(&d->discovery);
@@ -423,6 +436,15 @@ void gw_device_detach_session(struct gw_device *dev, struct gw_session *s,
 }
 
 /* ---- MCP ---- */
+
+void gw_device_table_owners_changed(struct gw_device_table *t)
+{
+    for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
+        if (d->presence.online) {
+            discover_if_needed(d);
+        }
+    }
+}
 
 void gw_device_settle(struct gw_device_table *t, const char *client_id)
 {

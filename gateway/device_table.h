@@ -124,6 +124,10 @@ struct gw_device_table {
     void *on_changed_arg;
     gw_device_request_cb on_request;
     void *on_request_arg;
+    /* cluster.mode hash: whether this instance owns a device (runs its
+     * MCP client); NULL: always. */
+    bool (*owns)(void *arg, const char *client_id);
+    void *owns_arg;
     struct gw_list all_devices_peers; /* mcp_peers.c: peers with a level */
     bool closing;
     void (*close_cb)(struct gw_device_table *t, void *arg);
@@ -149,6 +153,13 @@ void gw_device_table_set_listener(struct gw_device_table *t,
  * unregister: the device then gets -32006 for each at once. */
 void gw_device_table_set_request_handler(struct gw_device_table *t,
                                          gw_device_request_cb cb, void *arg);
+
+/* Who decides which devices this instance owns; NULL: all of them. */
+void gw_device_table_set_owner(struct gw_device_table *t,
+                               bool (*owns)(void *arg, const char *client_id),
+                               void *arg);
+/* Owners moved: online devices now owned here get their discovery. */
+void gw_device_table_owners_changed(struct gw_device_table *t);
 
 const char *gw_device_state_name(enum gw_device_state state);
 const char *gw_presence_change_name(enum gw_presence_change change);

@@ -19,6 +19,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "crypto/credential.h"
+#include "gateway/drain.h"
 #include "gateway/http_api_push.h"
 #include "gateway/http_api_int.h"
 #include "gateway/http_server.h"
@@ -610,7 +611,8 @@ enum route {
     ROUTE_PUSH, /* /api/devices/{id}/commands, /api/broadcast (http.token) */
     ROUTE_OTA,  /* the firmware's check: no token, off unless ota.enabled */
     ROUTE_UI,   /* the operator page's files: no data, no token */
-    ROUTE_CALL  /* /api/call/request, /api/call/accept (daily token) */
+    ROUTE_CALL, /* /api/call/request, /api/call/accept (daily token) */
+    ROUTE_DRAIN /* POST /api/drain: a rolling restart (http.token) */
 };
 
 static bool is_under(const char *path, const char *base)
@@ -664,6 +666,9 @@ static enum route route_of(struct gw_http_req *req)
     }
     if (strcmp(path, "/metrics") == 0) {
         return ROUTE_METRICS;
+    }
+    if (strcmp(path, "/api/drain") == 0) {
+        return ROUTE_DRAIN;
     }
     if (strcmp(path, "/api/broadcast") == 0 ||
         push_target(path, id, sizeof(id))) {
@@ -741,6 +746,25 @@ static bool mcp_cors(struct gw_http_api *api, struct gw_http_req *req)
     return true;
 }
 
+/* Draining stops the instance: never without a token. */
+static bool drain_ok(struct gw_http_api *api, const struct gw_config *cfg,
+                     struct gw_http_req *req)
+{
+    if (api->env.drain == NULL) {
+        not_found(req, false);
+        return false;
+    }
+    if (!method_ok(req, "POST", false)) {
+        return false;
+    }
+    if (cfg->http.token == NULL || cfg->http.token[0] == '\0') {
+        refuse(req, 403, false,
+               "draining over HTTP is off: set http.token to enable it", NULL);
+        return false;
+    }
+    return token_ok(cfg, req);
+}
+
 /* With no token the MCP server is off: its tools act on devices. */
 static bool mcp_ok(struct gw_http_api *api, const struct gw_config *cfg,
                    struct gw_http_req *req)
@@ -801,6 +825,9 @@ static void on_head(struct gw_http_req *req, void *arg)
     case ROUTE_OTA:
         (void)gw_ota_head(cfg, &api->ota, req);
         break;
+    case ROUTE_DRAIN:
+        (void)drain_ok(api, cfg, req);
+        break;
     case ROUTE_UI:
         (void)method_ok(req, "GET, HEAD", false);
         break;
@@ -811,6 +838,42 @@ static void on_head(struct gw_http_req *req, void *arg)
 }
 
 /* ---- the router -------------------------------------------------------- */
+
+static void cluster_member(void *arg, const char *name, const char *state,
+                           const char *udp, unsigned sessions)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddStringToObject(o, "state", state);
+    if (udp[0] != '\0') {
+        cJSON_AddStringToObject(o, "udp", udp);
+    }
+    cJSON_AddNumberToObject(o, "sessions", sessions);
+    cJSON_AddItemToArray(arg, o);
+}
+
+/* The instance's name and state, and the instances it sees. */
+static void healthz_cluster(const struct gw_metrics_sources *src, cJSON *doc)
+{
+    const struct gw_cluster *c = src->cluster != NULL ? *src->cluster : NULL;
+    cJSON *o, *seen;
+
+    if (c == NULL) {
+        return;
+    }
+    o = cJSON_AddObjectToObject(doc, "cluster");
+    cJSON_AddStringToObject(o, "name", gw_cluster_name(c));
+    cJSON_AddStringToObject(o, "state",
+                            gw_cluster_is_draining(c) &&
+                                    gw_cluster_phase(c) == GW_CLUSTER_OFF
+                                ? "draining"
+                                : gw_cluster_phase_name(gw_cluster_phase(c)));
+    if (gw_cluster_phase(c) != GW_CLUSTER_OFF &&
+        (seen = cJSON_AddArrayToObject(o, "instances")) != NULL) {
+        gw_cluster_each(c, cluster_member, seen);
+    }
+}
 
 static void healthz(struct gw_http_api *api, struct gw_http_req *req)
 {
@@ -837,7 +900,34 @@ static void healthz(struct gw_http_api *api, struct gw_http_req *req)
     cJSON_AddNumberToObject(
         doc, "uptime_s",
         (double)((uv_now(api->env.loop) - src->started_ms) / 1000));
+    healthz_cluster(src, doc);
     send_json(req, up ? 200 : 503, doc, NULL);
+}
+
+/*
+ * POST /api/drain: 202 when this request started the drain, 200 when one
+ * was under way (its deadline stays); either way what it stands at.
+ */
+static void drain(struct gw_http_api *api, struct gw_http_req *req)
+{
+    const struct gw_config *cfg = gw_config_live_get(api->env.config);
+    char by[96];
+
+    snprintf(by, sizeof(by), "POST /api/drain from %s", gw_http_req_peer(req));
+    bool started =
+        gw_drain_start(api->env.drain, cfg->cluster.drain_deadline_s, by);
+    cJSON *doc = cJSON_CreateObject();
+
+    if (doc != NULL) {
+        cJSON_AddStringToObject(doc, "state",
+                                gw_drain_state_name(api->env.drain->state));
+        cJSON_AddBoolToObject(doc, "started", started);
+        cJSON_AddNumberToObject(doc, "sessions",
+                                (double)gw_sessions_live(api->env.sessions));
+        cJSON_AddNumberToObject(doc, "deadline_s",
+                                (double)gw_drain_seconds_left(api->env.drain));
+    }
+    send_json(req, started ? 202 : 200, doc, NULL);
 }
 
 static void metrics(struct gw_http_api *api, struct gw_http_req *req)
@@ -909,6 +999,9 @@ static void on_request(struct gw_http_req *req, void *arg)
     }
     case ROUTE_OTA:
         gw_ota_serve(gw_config_live_get(api->env.config), &api->ota, req);
+        break;
+    case ROUTE_DRAIN:
+        drain(api, req);
         break;
     case ROUTE_UI:
         gw_http_static_serve(req, api->env.detached ? NULL : api->env.loop,

@@ -19,6 +19,7 @@
 
 struct gw_http_api;
 struct gw_mcp_server;
+struct gw_drain;
 
 /* What the API needs of the instance, given once at init. */
 struct gw_http_api_env {
@@ -28,6 +29,7 @@ struct gw_http_api_env {
     struct gw_sessions *sessions;
     struct gw_mcp_server *mcp_server;  /* NULL: /mcp answers 404 */
     struct gw_metrics_sources metrics; /* the API fills its own part */
+    struct gw_drain *drain;            /* NULL: /api/drain answers 404 */
     bool detached; /* listen nowhere: requests come from gw_http_api_inject */
 };
 

@@ -64,10 +64,84 @@ static void on_mqtt_state(struct gw_mqtt_link *link, bool up, void *arg)
     gw_publish_link_state(&inst->pub, up);
 }
 
+/* Devices this instance owns now may need their MCP client. */
+static void on_owners_changed(void *arg)
+{
+    struct gw_instance *inst = arg;
+
+    gw_device_table_owners_changed(&inst->devices);
+}
+
+static void on_cluster_refused(void *arg)
+{
+    struct gw_instance *inst = arg;
+
+    inst->refused = true;
+    if (inst->refused_cb != NULL) {
+        inst->refused_cb(inst, inst->refused_arg);
+    }
+}
+
+static void cluster_load(void *arg, unsigned *sessions, unsigned *devices)
+{
+    struct gw_instance *inst = arg;
+
+    *sessions = (unsigned)gw_sessions_live(&inst->sessions);
+    *devices = inst->devices.count;
+}
+
+static bool device_owned(void *arg, const char *client_id)
+{
+    return gw_cluster_owns(arg, client_id);
+}
+
+/* Membership (cluster.mode): its will and topics go into the link's. */
+static int start_cluster(struct gw_instance *inst)
+{
+    const struct gw_config *cfg = gw_instance_config(inst);
+    char udp[96];
+
+    snprintf(udp, sizeof(udp), "%s:%d", cfg->udp.public_host,
+             cfg->udp.public_port);
+    struct gw_cluster_env env = {
+        .loop = inst->loop,
+        .hash_mode = cfg->cluster.mode == GW_CLUSTER_MODE_HASH,
+        /* mode off: the name is only shown (/healthz) */
+        .name = cfg->cluster.instance[0] != '\0' ? cfg->cluster.instance
+                                                 : cfg->instance,
+        .topic_prefix = cfg->cluster.topic_prefix,
+        .udp = udp,
+        .on_owners_changed = on_owners_changed,
+        .on_refused = on_cluster_refused,
+        .load = cluster_load,
+        .arg = inst,
+    };
+    int rc = gw_cluster_init(&env, &inst->cluster);
+    if (rc != 0) {
+        gw_log(GW_LOG_ERROR, "cluster", "cannot start: %s", gw_strerror(rc));
+        return rc;
+    }
+    inst->dispatch.cluster = inst->cluster;
+    gw_device_table_set_owner(&inst->devices, device_owned, inst->cluster);
+    return 0;
+}
+
 static int start_mqtt(struct gw_instance *inst)
 {
     const struct gw_config *cfg = gw_instance_config(inst);
-    const char *topics[] = {cfg->mqtt.up_topic, cfg->mqtt.presence_topic};
+    const char *topics[4] = {cfg->mqtt.up_topic, cfg->mqtt.presence_topic};
+    size_t n_topics = cfg->mqtt.presence_topic[0] != '\0' ? 2 : 1;
+    const char *will_topic = NULL, *will_payload = NULL;
+    int rc = start_cluster(inst);
+
+    if (rc != 0) {
+        return rc;
+    }
+    (void)gw_cluster_will(inst->cluster, &will_topic, &will_payload);
+    if (n_topics == 1) {
+        topics[1] = NULL;
+    }
+    n_topics += gw_cluster_topics(inst->cluster, topics + n_topics, 2);
     struct gw_mqtt_link_options opts = {
         .host = cfg->mqtt.host,
         .port = cfg->mqtt.port,
@@ -80,16 +154,19 @@ static int start_mqtt(struct gw_instance *inst)
         .cert_file = cfg->mqtt.tls.cert_file,
         .key_file = cfg->mqtt.tls.key_file,
         .status_topic = cfg->mqtt.status_topic,
+        .will_topic = will_topic,
+        .will_payload = will_payload,
         .topics = topics,
-        .n_topics = cfg->mqtt.presence_topic[0] != '\0' ? 2 : 1,
+        .n_topics = n_topics,
         .on_message = on_mqtt_message,
         .on_retained = on_mqtt_retained,
         .on_state = on_mqtt_state,
         .arg = inst,
     };
-    int rc = gw_mqtt_link_init(inst->loop, &opts, &inst->mqtt);
+    rc = gw_mqtt_link_init(inst->loop, &opts, &inst->mqtt);
 
     inst->pub.link = inst->mqtt;
+    gw_cluster_set_link(inst->cluster, inst->mqtt);
     return rc;
 }
 
@@ -132,6 +209,7 @@ static struct gw_metrics_sources metrics_sources(struct gw_instance *inst)
         .bws = inst->bws,
         .mcp_server = inst->mcp_server,
         .outbound = inst->outbound,
+        .cluster = &inst->cluster,
     };
     return src;
 }
@@ -163,6 +241,7 @@ static int start_http(struct gw_instance *inst)
         .sessions = &inst->sessions,
         .mcp_server = inst->mcp_server,
         .metrics = metrics_sources(inst),
+        .drain = &inst->drain,
     };
     return gw_http_api_init(&aenv, &inst->api); /* failures logged there */
 }
@@ -181,6 +260,26 @@ static const char *backend_ca_file(const struct gw_config *cfg)
 
 static void on_sessions_empty(struct gw_sessions *t, void *arg);
 static void on_drain_closed(uv_handle_t *handle);
+
+/* A drain began: the record says draining, the others take the hellos. */
+static void on_drain_started(void *arg)
+{
+    struct gw_instance *inst = arg;
+
+    if (inst->cluster != NULL) {
+        gw_cluster_set_draining(inst->cluster);
+    }
+}
+
+/* The rolling restart's drain is over: main stops the instance. */
+static void on_drained(void *arg)
+{
+    struct gw_instance *inst = arg;
+
+    if (inst->drained_cb != NULL) {
+        inst->drained_cb(inst, inst->drained_arg);
+    }
+}
 
 /* The parts every instance has, in the order they depend on each other. */
 static int start_parts(struct gw_instance *inst)
@@ -281,6 +380,14 @@ int gw_instance_init(uv_loop_t *loop, struct gw_config *cfg,
     inst->pub.config = &inst->config;
     uv_timer_init(loop, &inst->drain_timer);
     inst->drain_timer.data = inst;
+    struct gw_drain_env denv = {
+        .loop = loop,
+        .sessions = &inst->sessions,
+        .on_start = on_drain_started,
+        .on_done = on_drained,
+        .arg = inst,
+    };
+    gw_drain_init(&inst->drain, &denv);
     gw_device_table_init(&inst->devices, loop, &inst->config, &inst->pub);
     rc = start_parts(inst);
     if (rc != 0) {
@@ -371,6 +478,11 @@ static void on_drain_closed(uv_handle_t *handle)
     on_part_closed(handle->data);
 }
 
+static void on_rolling_drain_closed(void *arg)
+{
+    on_part_closed(arg);
+}
+
 /*
  * Every part closes, each finishing in its own callback; the last one
  * frees the instance. The count covers every part first, so no callback
@@ -384,14 +496,16 @@ static void close_parts(struct gw_instance *inst)
     if (inst->udp != NULL) {
         gw_instance_log_stats(inst); /* the last chance: parts close next */
     }
-    /* The drain timer and the device table always close; the other parts
-     * when they started; one more holds until every close is started. */
-    inst->parts_open = 2 + (inst->api != NULL) + (inst->mcp_server != NULL) +
+    /* The drain timers and the device table always close; the other
+     * parts when they started; one more holds until every close is
+     * started. */
+    inst->parts_open = 3 + (inst->api != NULL) + (inst->mcp_server != NULL) +
                        (inst->outbound != NULL) + (inst->bws != NULL) +
                        (inst->probe != NULL) + (inst->udp != NULL) +
                        (inst->mqtt != NULL) + 1;
     uv_timer_stop(&inst->drain_timer);
     uv_close((uv_handle_t *)&inst->drain_timer, on_drain_closed);
+    gw_drain_close(&inst->drain, on_rolling_drain_closed, inst);
     /* HTTP first: its waiting requests let go of their device calls,
      * then every call still open ends (-32004) before the broker goes. */
     if (inst->api != NULL) {
@@ -420,6 +534,11 @@ static void close_parts(struct gw_instance *inst)
     if (inst->udp != NULL) {
         gw_udp_audio_close(inst->udp, on_udp_closed, inst);
     }
+    /* The record says gone before the link's clean disconnect. */
+    inst->dispatch.cluster = NULL;
+    gw_device_table_set_owner(&inst->devices, NULL, NULL);
+    gw_cluster_close(inst->cluster, NULL, NULL);
+    inst->cluster = NULL;
     if (inst->mqtt != NULL) {
         gw_mqtt_link_close(inst->mqtt, on_mqtt_closed, inst);
         inst->pub.link = NULL;
@@ -446,6 +565,7 @@ static void on_sessions_empty(struct gw_sessions *t, void *arg)
 
     (void)t;
     if (!inst->stopping) {
+        gw_drain_sessions_changed(&inst->drain);
         return;
     }
     if (uv_is_closing((uv_handle_t *)&inst->drain_timer)) {
@@ -466,6 +586,8 @@ void gw_instance_close(struct gw_instance *inst,
     }
     inst->stopping = true;
     inst->dispatch.stopping = true;
+    /* The others take this instance's devices' new hellos at once. */
+    gw_cluster_leave(inst->cluster);
     inst->stop_cb = cb;
     inst->stop_arg = arg;
     gw_log(GW_LOG_INFO, "gw", "draining %zu session%s", live,
@@ -477,6 +599,31 @@ void gw_instance_close(struct gw_instance *inst,
         uv_timer_start(&inst->drain_timer, on_drain_timeout, DRAIN_TIMEOUT_MS,
                        0);
     }
+}
+
+void gw_instance_on_refused(struct gw_instance *inst,
+                            void (*cb)(struct gw_instance *inst, void *arg),
+                            void *arg)
+{
+    inst->refused_cb = cb;
+    inst->refused_arg = arg;
+}
+
+void gw_instance_on_drained(struct gw_instance *inst,
+                            void (*cb)(struct gw_instance *inst, void *arg),
+                            void *arg)
+{
+    inst->drained_cb = cb;
+    inst->drained_arg = arg;
+}
+
+void gw_instance_drain(struct gw_instance *inst, const char *by)
+{
+    if (inst->stopping) {
+        return; /* stopping already, at once */
+    }
+    (void)gw_drain_start(
+        &inst->drain, gw_instance_config(inst)->cluster.drain_deadline_s, by);
 }
 
 void gw_instance_log_stats(const struct gw_instance *inst)

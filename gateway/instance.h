@@ -16,9 +16,11 @@
 #include "common/mqtt_link.h"
 #include "config/config.h"
 #include "gateway/backend_ws.h"
+#include "gateway/cluster.h"
 #include "gateway/config_hold.h"
 #include "gateway/counters.h"
 #include "gateway/device_table.h"
+#include "gateway/drain.h"
 #include "gateway/http_api.h"
 #include "gateway/mcp_outbound.h"
 #include "gateway/mcp_server.h"
@@ -33,6 +35,10 @@ struct gw_instance {
     struct gw_counters counters;
     struct gw_publisher pub;
     struct gw_mqtt_link *mqtt;
+    struct gw_cluster *cluster; /* membership, owners (cluster.mode) */
+    bool refused; /* the cluster name is another live instance's: exit 1 */
+    void (*refused_cb)(struct gw_instance *inst, void *arg);
+    void *refused_arg;
     struct gw_udp_audio *udp;
     struct gw_backend_ws *bws;
     struct gw_backend_probe *probe; /* health.probe_interval_s */
@@ -44,10 +50,13 @@ struct gw_instance {
     struct gw_http_api *api;          /* NULL when http.port is 0 */
     uint64_t started_ms;              /* loop time at init, for uptime */
     uv_timer_t drain_timer;           /* bounds the shutdown drain */
+    struct gw_drain drain;            /* rolling restart: SIGUSR2, API */
     bool stopping;
     int parts_open; /* parts still closing */
     void (*stop_cb)(struct gw_instance *inst, void *arg);
     void *stop_arg;
+    void (*drained_cb)(struct gw_instance *inst, void *arg);
+    void *drained_arg;
 };
 
 /*
@@ -74,6 +83,26 @@ void gw_instance_set_config(struct gw_instance *inst, struct gw_config *cfg);
 void gw_instance_close(struct gw_instance *inst,
                        void (*cb)(struct gw_instance *inst, void *arg),
                        void *arg);
+
+/*
+ * A rolling restart's drain (drain.h), asked by the signal or the API:
+ * no new conversations, the live ones end by themselves up to
+ * cluster.drain_deadline_s, the rest get a goodbye, then cb (set once,
+ * by main) runs and should close the instance. Idempotent.
+ */
+void gw_instance_on_drained(struct gw_instance *inst,
+                            void (*cb)(struct gw_instance *inst, void *arg),
+                            void *arg);
+void gw_instance_drain(struct gw_instance *inst, const char *by);
+
+/*
+ * cluster.mode hash: another live instance has this instance's name. cb
+ * (set once, by main) should close the instance and exit 1; inst->refused
+ * says so too.
+ */
+void gw_instance_on_refused(struct gw_instance *inst,
+                            void (*cb)(struct gw_instance *inst, void *arg),
+                            void *arg);
 
 /* One log line with every counter (SIGUSR1, and at exit). */
 void gw_instance_log_stats(const struct gw_instance *inst);

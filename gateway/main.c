@@ -1,7 +1,9 @@
 /*
  * hybridgw entry point: command line, config load, and the one libuv loop
  * this process runs. Signals are loop events: SIGTERM/SIGINT stop the loop,
- * SIGHUP reloads the config (a bad file keeps the running one).
+ * SIGHUP reloads the config (a bad file keeps the running one), SIGUSR2
+ * drains for a rolling restart (no new conversations, the live ones end by
+ * themselves up to cluster.drain_deadline_s, then exit 0).
  */
 #include <getopt.h>
 #include <signal.h>
@@ -31,9 +33,11 @@ struct gw_main {
     uv_signal_t sig_int;  /* SIGINT: drain and stop */
     uv_signal_t sig_hup;  /* SIGHUP: reload config */
     uv_signal_t sig_usr1; /* SIGUSR1: log counters */
+    uv_signal_t sig_usr2; /* SIGUSR2: drain, then stop */
     const char *config_path;
     struct gw_instance *inst; /* NULL once stopped */
     int stopping;
+    int refused; /* cluster: another live instance has our name: exit 1 */
 };
 
 static void usage(FILE *out)
@@ -162,6 +166,33 @@ static void on_stopped(struct gw_instance *inst, void *arg)
     uv_close((uv_handle_t *)&m->sig_int, on_close_noop);
     uv_close((uv_handle_t *)&m->sig_hup, on_close_noop);
     uv_close((uv_handle_t *)&m->sig_usr1, on_close_noop);
+    uv_close((uv_handle_t *)&m->sig_usr2, on_close_noop);
+}
+
+/* The drain (SIGUSR2 or POST /api/drain) is over: stop as SIGTERM does,
+ * with nothing left to end. */
+static void on_drained(struct gw_instance *inst, void *arg)
+{
+    struct gw_main *m = arg;
+
+    if (m->stopping) {
+        return;
+    }
+    m->stopping = 1;
+    gw_instance_close(inst, on_stopped, m);
+}
+
+/* cluster.mode hash: the name is another live instance's (logged). */
+static void on_refused(struct gw_instance *inst, void *arg)
+{
+    struct gw_main *m = arg;
+
+    m->refused = 1;
+    if (m->stopping) {
+        return;
+    }
+    m->stopping = 1;
+    gw_instance_close(inst, on_stopped, m);
 }
 
 static void on_signal(uv_signal_t *sig, int signum)
@@ -177,6 +208,12 @@ static void on_signal(uv_signal_t *sig, int signum)
     }
     if (signum == SIGUSR1) {
         gw_instance_log_stats(m->inst);
+        return;
+    }
+    if (signum == SIGUSR2) {
+        if (!m->stopping) {
+            gw_instance_drain(m->inst, "SIGUSR2");
+        }
         return;
     }
     if (m->stopping) {
@@ -227,12 +264,15 @@ static int run(const char *path)
     if (rc == 0 && ((rc = start_signal(&m, &m.sig_term, SIGTERM)) != 0 ||
                     (rc = start_signal(&m, &m.sig_int, SIGINT)) != 0 ||
                     (rc = start_signal(&m, &m.sig_hup, SIGHUP)) != 0 ||
-                    (rc = start_signal(&m, &m.sig_usr1, SIGUSR1)) != 0)) {
+                    (rc = start_signal(&m, &m.sig_usr1, SIGUSR1)) != 0 ||
+                    (rc = start_signal(&m, &m.sig_usr2, SIGUSR2)) != 0)) {
         gw_log(GW_LOG_ERROR, "gw", "signal setup failed: %s", uv_strerror(rc));
         m.stopping = 1;
         gw_instance_close(m.inst, on_stopped, &m);
     }
     if (m.inst != NULL && !m.stopping) {
+        gw_instance_on_drained(m.inst, on_drained, &m);
+        gw_instance_on_refused(m.inst, on_refused, &m);
         gw_log(GW_LOG_INFO, "gw", "running (pid %d)", (int)getpid());
     }
     uv_run(m.loop, UV_RUN_DEFAULT);
@@ -243,7 +283,7 @@ static int run(const char *path)
     }
     mosquitto_lib_cleanup();
     gw_log(GW_LOG_INFO, "gw", "stopped");
-    return rc == 0 && close_rc == 0 ? 0 : 1;
+    return rc == 0 && close_rc == 0 && !m.refused ? 0 : 1;
 }
 
 int main(int argc, char **argv)

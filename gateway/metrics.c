@@ -784,6 +784,40 @@ static void tally_handle(uv_handle_t *h, void *arg)
 /* The loop's handles: a leak of sockets or timers shows here long before
  * it shows in memory (the soak test watches these). uv_walk is linear in
  * the handles, a few thousand per scrape. */
+/* Membership and ownership (gateway/cluster.h). */
+static void cluster_part(struct out *o, const struct gw_metrics_sources *src)
+{
+    const struct gw_cluster *c = src->cluster != NULL ? *src->cluster : NULL;
+    struct gw_cluster_stats st;
+    uint64_t owned = 0;
+
+    if (c == NULL) {
+        return;
+    }
+    gw_cluster_get_stats(c, &st);
+    for (const struct gw_device *d = src->devices->by_id; d != NULL;
+         d = d->hh.next) {
+        owned += d->presence.online && gw_cluster_owns(c, d->client_id);
+    }
+    family(o, "hybridgw_cluster_instances", "gauge",
+           "Live instances this one sees (itself included), by state.");
+    sample(o, "hybridgw_cluster_instances", "state", "running", st.running);
+    sample(o, "hybridgw_cluster_instances", "state", "draining", st.draining);
+    gauge(o, "hybridgw_cluster_owned_devices",
+          "Online devices whose new conversations are this instance's.", owned);
+    counter(o, "hybridgw_cluster_hellos_ignored_total",
+            "Hellos left to the device's owner, another instance.",
+            st.hellos_ignored);
+    counter(o, "hybridgw_cluster_messages_ignored_total",
+            "Other device messages left to another instance.",
+            st.messages_ignored);
+    counter(o, "hybridgw_cluster_records_refused_total",
+            "Instance records that did not parse.", st.records_refused);
+    gauge(o, "hybridgw_cluster_draining",
+          "1 while this instance drains (takes no new conversations).",
+          gw_cluster_is_draining(c));
+}
+
 static void loop_part(struct out *o, const struct gw_metrics_sources *src)
 {
     struct handle_tally t = {0};
@@ -826,6 +860,7 @@ int gw_metrics_format(const struct gw_metrics_sources *src, char **out,
     http_part(&o, src);
     ota_part(&o, src);
     push_part(&o, src);
+    cluster_part(&o, src);
     loop_part(&o, src);
     if (o.oom) {
         free(o.buf);

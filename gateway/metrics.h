@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/mqtt_link.h"
 #include "gateway/backend_ws.h"
+#include "gateway/cluster.h"
 #include "gateway/counters.h"
 #include "gateway/device_table.h"
 #include "gateway/http_server.h"
@@ -47,6 +48,8 @@ struct gw_metrics_sources {
     const struct gw_ota_stats *ota;
     /* Pushes to devices, when the API runs (gateway/push_stats.h). */
     const struct gw_push_stats *push;
+    /* The instance's cluster part (NULL once it closed). */
+    struct gw_cluster *const *cluster;
 };
 
 /* The whole exposition as a heap string (free()); GW_ENOMEM. */

@@ -123,18 +123,39 @@ static void hello_rate_refused(struct gw_mqtt_dispatch *d,
     gw_device_settle(d->devices, client_id);
 }
 
+/* cluster.mode hash: messages of a device another instance owns. */
+static void not_ours(struct gw_mqtt_dispatch *d, const char *client_id,
+                     const char *what, bool hello, const char *subject)
+{
+    uint64_t skipped;
+
+    gw_cluster_count_ignored(d->cluster, hello);
+    if (gw_log_get_level() >= GW_LOG_DEBUG && may_log(d, client_id, &skipped)) {
+        GW_LOG(GW_LOG_DEBUG, subject, "%s: another instance's device", what);
+    }
+}
+
 static void on_device_hello(struct gw_mqtt_dispatch *d, const char *client_id,
                             const struct gw_client_id *id,
                             const struct gw_envelope *env, const char *subject)
 {
     struct gw_device_hello hello;
     int rc = gw_device_hello_parse(env->root, &hello);
+    struct gw_session *old;
 
     if (rc != 0) {
         refuse(d, GW_REFUSE_HELLO, client_id, subject, gw_strerror(rc));
         return;
     }
-    if (gw_device_offline(d->devices, client_id)) {
+    if (d->cluster != NULL && !gw_cluster_owns(d->cluster, client_id)) {
+        /* The owner answers it. A conversation of the device here is
+         * over: a hello starts a new one (no goodbye, it would reach the
+         * new session). */
+        if ((old = gw_sessions_find(d->sessions, client_id)) != NULL) {
+            gw_session_end(old, GW_END_REPLACED);
+        }
+        not_ours(d, client_id, "hello", true, subject);
+    } else if (gw_device_offline(d->devices, client_id)) {
         /* An old message (the device cannot speak while offline): no
          * session, no goodbye, nobody would hear it. */
         refuse(d, GW_REFUSE_OFFLINE, client_id, subject,
@@ -156,9 +177,16 @@ static void on_orphan_message(struct gw_mqtt_dispatch *d, const char *client_id,
                               const char *subject)
 {
     uint64_t skipped;
-    bool log =
-        gw_log_get_level() >= GW_LOG_DEBUG && may_log(d, client_id, &skipped);
+    bool log;
 
+    if (d->cluster != NULL && gw_cluster_phase(d->cluster) != GW_CLUSTER_OFF) {
+        /* Its session may be another instance's: a goodbye from here
+         * would end it. A device whose instance died finds out by its own
+         * timeouts and says hello again. */
+        not_ours(d, client_id, env->type, false, subject);
+        return;
+    }
+    log = gw_log_get_level() >= GW_LOG_DEBUG && may_log(d, client_id, &skipped);
     if (env->kind == GW_MSG_GOODBYE || env->kind == GW_MSG_MCP) {
         /* A goodbye needs no answer; MCP works without a voice session. */
         if (log) {
@@ -229,6 +257,22 @@ static bool topic_client_id(const char *pattern, const char *topic,
     return gw_client_id_parse(out, cap_len, id) == 0;
 }
 
+/*
+ * cluster.mode hash: a device's MCP is the owner's, or this instance's
+ * while it has the device's session or waits for the device's answers.
+ */
+static bool mcp_is_ours(struct gw_mqtt_dispatch *d, const char *client_id)
+{
+    struct gw_device *dev;
+
+    if (d->cluster == NULL || gw_cluster_owns(d->cluster, client_id) ||
+        gw_sessions_find(d->sessions, client_id) != NULL) {
+        return true;
+    }
+    dev = gw_device_find(d->devices, client_id);
+    return dev != NULL && dev->link.n_pending > 0;
+}
+
 void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
                               const uint8_t *payload, size_t len, void *arg)
 {
@@ -241,6 +285,9 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
     struct gw_session *s;
 
     (void)link;
+    if (gw_cluster_on_message(d->cluster, topic, payload, len)) {
+        return; /* an instance record or a name probe */
+    }
     if (!topic_client_id(cfg->mqtt.up_topic, topic, client_id, &id)) {
         if (topic_client_id(cfg->mqtt.presence_topic, topic, client_id, &id)) {
             snprintf(subject, sizeof(subject), "dev=%s", client_id);
@@ -260,6 +307,8 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
     }
     if (env.kind == GW_MSG_HELLO) {
         on_device_hello(d, client_id, &id, &env, subject);
+    } else if (env.kind == GW_MSG_MCP && !mcp_is_ours(d, client_id)) {
+        not_ours(d, client_id, "mcp", false, subject);
     } else if (env.kind == GW_MSG_MCP && d->outbound != NULL &&
                gw_mcp_outbound_on_device(d->outbound, client_id, &env)) {
         /* addressed to an MCP server by "endpoint": answered there */
@@ -299,6 +348,7 @@ void gw_mqtt_dispatch_state(struct gw_mqtt_link *link, bool up, void *arg)
     struct gw_mqtt_dispatch *d = arg;
 
     (void)link;
+    gw_cluster_on_link_state(d->cluster, up);
     /* Sessions keep streaming audio while the broker is away; messages
      * to devices in the meantime are dropped (QoS 0) and counted. */
     gw_log(up ? GW_LOG_INFO : GW_LOG_WARN, "mqtt", "broker link %s",

@@ -15,6 +15,7 @@
 
 #include "common/mqtt_link.h"
 #include "common/ratelimit.h"
+#include "gateway/cluster.h"
 #include "gateway/config_hold.h"
 #include "gateway/counters.h"
 #include "gateway/device_table.h"
@@ -30,6 +31,9 @@ struct gw_mqtt_dispatch {
     struct gw_counters *counters;
     /* MCP addressed to a server by "endpoint", or NULL */
     struct gw_mcp_outbound *outbound;
+    /* Membership and owners: its topics go there, and a device this
+     * instance neither owns nor has a session of is left alone. */
+    struct gw_cluster *cluster;
     bool stopping; /* shutdown: hellos are refused */
     /* Set up on first use, freed by gw_mqtt_dispatch_close: */
     bool limits_ready;

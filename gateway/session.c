@@ -804,6 +804,16 @@ int gw_session_start(struct gw_sessions *t, const char *client_id,
     char text[64];
     int rc;
 
+    if (t->draining) {
+        /* A new conversation, which a draining instance does not take;
+         * refused like a full one, so the device tries again. */
+        if (old != NULL) {
+            gw_log(GW_LOG_INFO, old->subject, "new hello ends this session");
+            gw_session_end(old, GW_END_REPLACED);
+        }
+        return refuse_hello(t, client_id, GW_REFUSE_DRAINING, GW_ELIMIT,
+                            "draining: no new conversations");
+    }
     if (old != NULL) {
         gw_log(GW_LOG_INFO, old->subject, "new hello replaces this session");
         gw_session_end(old, GW_END_REPLACED);
@@ -894,7 +904,8 @@ void gw_session_end(struct gw_session *s, enum gw_session_end why)
     struct gw_device *dev = s->dev;
     s->dev = NULL;
     gw_device_detach_session(dev, s,
-                             why == GW_END_REPLACED || why == GW_END_SHUTDOWN);
+                             why == GW_END_REPLACED || why == GW_END_SHUTDOWN ||
+                                 why == GW_END_DRAIN_DEADLINE);
     uv_timer_stop(&s->timer);
     uv_close((uv_handle_t *)&s->timer, on_timer_closed);
 }

@@ -52,6 +52,7 @@ struct gw_sessions {
     uint64_t next_serial;
     struct gw_bucket log_all;     /* refusal lines of all sessions together */
     struct gw_device_calls calls; /* device-to-device calls (device_call.h) */
+    bool draining; /* a drain (drain.h) is under way: no new session */
     /* Told when the last session's memory is released. */
     void (*on_empty)(struct gw_sessions *t, void *arg);
     void *on_empty_arg;
@@ -105,8 +106,10 @@ void gw_sessions_end_all(struct gw_sessions *t, enum gw_session_end why);
 /*
  * Starts a session for a validated device hello (hello is moved into the
  * session). A session of the same client id is replaced. Refused when
- * the table is at limits.max_sessions or no route matches: the device
- * then gets a goodbye. Returns 0 or a negative error (already logged).
+ * the table is at limits.max_sessions, no route matches or the instance
+ * drains: the device then gets a goodbye (during a drain, a session of
+ * the same client id ends first: the device has left it). Returns 0 or a
+ * negative error (already logged).
  */
 int gw_session_start(struct gw_sessions *t, const char *client_id,
                      const struct gw_client_id *id,

@@ -29,6 +29,7 @@ enum gw_session_state {
     XX(DEVICE_OFFLINE, "device offline") /* the broker says it left */         \
     XX(REPLACED, "replaced by a new hello")                                    \
     XX(SHUTDOWN, "shutdown")                                                   \
+    XX(DRAIN_DEADLINE, "drain deadline") /* still live when a drain ended */   \
     XX(CALL_ENDED, "call ended") /* other side hung up, or no answer */        \
     XX(ERROR, "local error")     /* memory, crypto */
 

@@ -252,6 +252,17 @@ static void test_acl_custom_topics(void **state)
 }
 
 /* Options with gateway_status_topic set to status (NULL: not given). */
+/* The rest of will_options' options, into o as it is. */
+static int will_options_more(struct gw_broker_options *o, char err[256])
+{
+    assert_int_equal(gw_broker_options_set(o, "device_key", "k", err, 256), 0);
+    assert_int_equal(
+        gw_broker_options_set(o, "gateway_username", "g", err, 256), 0);
+    assert_int_equal(
+        gw_broker_options_set(o, "gateway_password", "p", err, 256), 0);
+    return gw_broker_options_check(o, err, 256);
+}
+
 static int will_options(struct gw_broker_options *o, const char *status,
                         char err[256])
 {
@@ -288,6 +299,26 @@ static void test_will(void **state)
     assert_false(gw_broker_will_allows(&o, D, W, "devices/" DEV "/up"));
     assert_false(gw_broker_will_allows(&o, D, W, "device-server"));
     assert_false(gw_broker_will_allows(&o, N, W, "hybridgw/status"));
+    /* An instance record (cluster.mode hash): one level under the
+     * default instances prefix, the gateway's only. */
+    assert_true(gw_broker_will_allows(&o, G, W, "hybridgw/instances/gw-a"));
+    assert_false(gw_broker_will_allows(&o, G, W, "hybridgw/instances/"));
+    assert_false(gw_broker_will_allows(&o, G, W, "hybridgw/instances"));
+    assert_false(
+        gw_broker_will_allows(&o, G, W, "hybridgw/instances/gw-a/probe"));
+    assert_false(gw_broker_will_allows(&o, G, W, "hybridgw/instancesx/gw-a"));
+    assert_false(gw_broker_will_allows(&o, D, W, "hybridgw/instances/gw-a"));
+    gw_broker_options_free(&o);
+
+    /* Another instances prefix: records pass there, not under the
+     * default. */
+    memset(&o, 0, sizeof(o));
+    assert_int_equal(gw_broker_options_set(&o, "gateway_instances_prefix",
+                                           "fleet/gw", err, sizeof(err)),
+                     0);
+    assert_int_equal(will_options_more(&o, err), 0);
+    assert_true(gw_broker_will_allows(&o, G, W, "fleet/gw/gw-a"));
+    assert_false(gw_broker_will_allows(&o, G, W, "hybridgw/instances/gw-a"));
     gw_broker_options_free(&o);
 
     /* Not configured: no will passes, the gateway's neither. */

@@ -127,6 +127,28 @@ static void test_multi_backend_routes(void **state)
 
 /* ---- defaults ---------------------------------------------------------- */
 
+/* The cluster section: off by default; in hash mode the instance name
+ * defaults to the MQTT client id. */
+static void test_cluster_defaults(void **state)
+{
+    struct gw_config *cfg = load_ok("{" BACKEND "}");
+
+    (void)state;
+    assert_int_equal(cfg->cluster.mode, GW_CLUSTER_MODE_OFF);
+    assert_string_equal(cfg->cluster.instance, "");
+    assert_string_equal(cfg->cluster.topic_prefix, "hybridgw/instances");
+    assert_int_equal(cfg->cluster.drain_deadline_s, 300);
+    gw_config_destroy(cfg);
+    cfg = load_ok("{" BACKEND ",\"cluster\":{\"mode\":\"hash\"}}");
+    assert_int_equal(cfg->cluster.mode, GW_CLUSTER_MODE_HASH);
+    assert_string_equal(cfg->cluster.instance, "hybridgw-gw-1");
+    gw_config_destroy(cfg);
+    cfg = load_ok("{" BACKEND ",\"cluster\":{\"mode\":\"hash\","
+                  "\"instance\":\"gw-b\"}}");
+    assert_string_equal(cfg->cluster.instance, "gw-b");
+    gw_config_destroy(cfg);
+}
+
 static void test_defaults(void **state)
 {
     struct gw_config *cfg = load_ok("{" BACKEND "}");
@@ -501,6 +523,21 @@ static const struct bad_case bad_cases[] = {
      "mqtt.tls.cert_file: cannot read"},
     {"{" BACKEND ",\"mqtt\":{\"tls\":{\"enabled\":true,\"ca_file\":\"/\"}}}", 0,
      "mqtt.tls.ca_file: cannot read '/': Is a directory", NULL},
+    /* cluster */
+    {"{" BACKEND ",\"cluster\":{\"mode\":\"ring\"}}", 0,
+     "cluster.mode: 'ring' is not one of off, hash", NULL},
+    {"{" BACKEND ",\"cluster\":{\"instance\":\"a/b\"}}", 0,
+     "cluster.instance: may contain only", NULL},
+    {"{" BACKEND ",\"cluster\":{\"topic_prefix\":\"x/+\"}}", 0,
+     "cluster.topic_prefix: must not contain '+' or '#'", NULL},
+    {"{" BACKEND ",\"cluster\":{\"topic_prefix\":\"x/\"}}", 0,
+     "cluster.topic_prefix: must not begin or end with '/'", NULL},
+    {"{" BACKEND ",\"cluster\":{\"drain_deadline_s\":0}}", 0,
+     "cluster.drain_deadline_s: 0 is out of range 1-86400", NULL},
+    {"{" BACKEND ",\"cluster\":{\"mode\":\"hash\"},"
+     "\"mqtt\":{\"client_id\":\"a b\"}}",
+     0, "cluster.instance: not set, and mqtt.client_id cannot stand for it",
+     NULL},
 };
 
 static void test_bad_configs(void **state)
@@ -890,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_full_example_values),
         cmocka_unit_test(test_multi_backend_routes),
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_cluster_defaults),
         cmocka_unit_test(test_edges_accepted),
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_all_errors_reported),
