@@ -174,8 +174,10 @@ wait_for_exit "$a2_pid" 20
 check "a2: the device never got them" not grep -q '< stt' "$GW_TMP/a2.out"
 stats=$(gateway_stats)
 echo "# $stats"
-check "a2: counted: 2 expired, overflow" \
-    grep -Eq 'outbox\[expired\]=2 outbox\[overflow\]=[1-9]' <<<"$stats"
+# The two held at the outage expire; a message made while the link comes
+# back (its reconnect backoff is jittered) may wait past 1 s too.
+check "a2: counted: 2 or more expired, overflow" \
+    grep -Eq 'outbox\[expired\]=([2-9]|[1-9][0-9]+) outbox\[overflow\]=[1-9]' <<<"$stats"
 metrics=$(api /metrics)
 # metric NAME: the value of the sample NAME (with its labels) in /metrics.
 metric() {
@@ -183,16 +185,19 @@ metric() {
 }
 echo "# $(grep '^hybridgw_outbox' <<<"$metrics" | tr '\n' ' ')"
 overflow=$(sed -n 's/.*outbox\[overflow\]=\([0-9]*\).*/\1/p' <<<"$stats")
-check "a2: /metrics: 2 expired, $overflow refused as overflow (as in stats)" \
-    test "$(metric 'hybridgw_outbox_messages_total{outcome="expired"}')" = 2 \
+expired=$(sed -n 's/.*outbox\[expired\]=\([0-9]*\).*/\1/p' <<<"$stats")
+check "a2: /metrics: $expired expired, $overflow refused as overflow (as in stats)" \
+    test "$(metric 'hybridgw_outbox_messages_total{outcome="expired"}')" = \
+    "${expired:-none}" \
     -a "$(metric 'hybridgw_outbox_messages_total{outcome="overflow"}')" = \
     "${overflow:-none}"
 held=$(metric 'hybridgw_outbox_messages_total{outcome="held"}')
 sent=$(metric 'hybridgw_outbox_messages_total{outcome="sent"}')
 depth=$(metric hybridgw_outbox_depth_messages)
 depth_bytes=$(metric hybridgw_outbox_depth_bytes)
-check "a2: /metrics: held ($held) = sent ($sent) + expired (2) + waiting ($depth)" \
-    test "${held:-0}" -ge 6 -a "${held:-0}" -eq "$((${sent:-0} + 2 + ${depth:--99}))"
+check "a2: /metrics: held ($held) = sent ($sent) + expired ($expired) + waiting ($depth)" \
+    test "${held:-0}" -ge 6 -a \
+    "${held:-0}" -eq "$((${sent:-0} + ${expired:-99} + ${depth:--99}))"
 check "a2: /metrics: waiting bytes ($depth_bytes) only with waiting messages" \
     test "${depth_bytes:--1}" -ge 0 -a \
     "$((${depth:-0} == 0))" -eq "$((${depth_bytes:--1} == 0))"
