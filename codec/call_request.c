@@ -10,20 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "codec/envelope.h"
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
+#include "codec/hex.h"
 
 int gw_call_mac_normalize(const char *in, size_t len,
                           char out[GW_CALL_MAC_SIZE])
@@ -43,7 +30,7 @@ int gw_call_mac_normalize(const char *in, size_t len,
             out[i] = ':';
             continue;
         }
-        int v = hex_value(in[i]);
+        int v = gw_hex_nibble(in[i]);
         if (v < 0) {
             return GW_EMALFORMED;
         }

@@ -227,6 +227,31 @@ CONF
     return "$rc"
 }
 
+# named_device TAG NAME MAC_LAST_BYTE ARGS...: a stock device through the
+# plugin, in the background: its client id
+# GID_test@@@02_00_00_00_02_<MAC_LAST_BYTE>@@@<TAG>-<NAME> goes to
+# DEV_ID[NAME] and its pid to DEV_PID[NAME] (associative arrays the test
+# declares); transcript and result line in $GW_TMP/NAME.out.
+named_device() {
+    local tag=$1 name=$2 mac=$3
+    shift 3
+    DEV_ID[$name]=$(printf 'GID_test@@@02_00_00_00_02_%s@@@%s-%s' "$mac" \
+        "$tag" "$name")
+    "$SIM" device --broker "127.0.0.1:$BROKER_PORT" --key "$PLUGIN_KEY" \
+        --client-id "${DEV_ID[$name]}" --json "$@" >"$GW_TMP/$name.out" \
+        2>>"$GW_TMP/devices.err" &
+    DEV_PID[$name]=$!
+    peer_log "$GW_TMP/$name.out"
+}
+
+# end_device NAME: SIGINT (an idle device's normal end) to a device of
+# named_device (or one kept the same way); prints its result line.
+end_device() {
+    kill -INT "${DEV_PID[$1]}" 2>/dev/null
+    wait_for_exit "${DEV_PID[$1]}" >/dev/null
+    tail -n 1 "$GW_TMP/$1.out"
+}
+
 # plain_device CLIENT_ID ARGS...: one simulated device on a broker without
 # the plugin (subscribing, since nothing rewrites its topics); prints its
 # JSON result line.

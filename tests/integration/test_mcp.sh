@@ -80,12 +80,6 @@ pages_read() {
     grep -E "dev=${DEV_ID[$1]} mcp.* [0-9]+ tools? in [0-9]+ pages?" "$GW_LOG" |
         tail -n 1 | sed -E 's/.* tools? in ([0-9]+) page.*/\1/'
 }
-# end_device NAME: SIGINT (an idle device's normal end); prints its result.
-end_device() {
-    kill -INT "${DEV_PID[$1]}" 2>/dev/null
-    wait_for_exit "${DEV_PID[$1]}" >/dev/null
-    tail -n 1 "$GW_TMP/$1.out"
-}
 sdk() {
     mcp_client --token "$TOKEN" "$@" 2>>"$GW_TMP/sdk.err"
 }

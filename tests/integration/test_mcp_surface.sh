@@ -46,18 +46,8 @@ check "the HTTP API answers /healthz" wait_for_http "$BASE/healthz"
 peer_log "$GW_TMP/devices.err"
 
 declare -A DEV_PID DEV_ID
-# device NAME MAC_LAST_BYTE ARGS...: starts a device (transcript and
-# result line in $GW_TMP/NAME.out).
-device() {
-    local name=$1 mac=$2
-    shift 2
-    DEV_ID[$name]=$(printf 'GID_test@@@02_00_00_00_02_%s@@@surface-%s' "$mac" "$name")
-    "$SIM" device --broker "127.0.0.1:$BROKER_PORT" --key "$PLUGIN_KEY" \
-        --client-id "${DEV_ID[$name]}" --json "$@" >"$GW_TMP/$name.out" \
-        2>>"$GW_TMP/devices.err" &
-    DEV_PID[$name]=$!
-    peer_log "$GW_TMP/$name.out"
-}
+# device NAME MAC_LAST_BYTE ARGS...: starts a device.
+device() { named_device surface "$@"; }
 # discovered NAME: waits until the gateway has read the device's tools.
 discovered() {
     wait_for_line "$GW_LOG" "dev=${DEV_ID[$1]} mcp.* [0-9]+ tools? in [0-9]+ pages?"
@@ -66,12 +56,6 @@ discovered() {
 # catalog too (prompts/list is the last list of a discovery).
 catalog_read() {
     wait_for_line "$GW_LOG" "dev=${DEV_ID[$1]} mcp.* prompts/list: [0-9]+ items? in [0-9]+ pages?"
-}
-# end_device NAME: SIGINT (an idle device's normal end); prints its result.
-end_device() {
-    kill -INT "${DEV_PID[$1]}" 2>/dev/null
-    wait_for_exit "${DEV_PID[$1]}" >/dev/null
-    tail -n 1 "$GW_TMP/$1.out"
 }
 # surface OUT ARGS...: tests/mcp/surface.mjs, its lines to OUT; it ends
 # in time for the rest of the test to report within the budget.
