@@ -629,7 +629,7 @@ static void check_cluster(struct loader *ld, struct gw_config *cfg)
 
     /* Mode off keeps "": nothing derived changes with mqtt.client_id. */
     if (ld->nomem || *cfg->cluster.instance != '\0' ||
-        cfg->cluster.mode != GW_CLUSTER_MODE_HASH) {
+        cfg->cluster.mode == GW_CLUSTER_MODE_OFF) {
         return;
     }
     if ((len == 0 || len > 64 ||

@@ -38,6 +38,7 @@ enum gw_auth_scheme {
 enum gw_cluster_mode {
     GW_CLUSTER_MODE_OFF,
     GW_CLUSTER_MODE_HASH,
+    GW_CLUSTER_MODE_SHARED, /* the broker's shared subscription picks */
 };
 
 enum gw_route_strategy {
@@ -235,6 +236,7 @@ struct gw_config {
         char *instance; /* the name among instances; "": mqtt.client_id */
         enum gw_cluster_mode mode;
         char *topic_prefix; /* instance records: <prefix>/<name> */
+        char *share_group;  /* mode shared: $share/<group>/<up topic> */
         int drain_deadline_s;
     } cluster;
 };

@@ -789,6 +789,7 @@ static const struct gw_config_table log_table = TABLE("log", log_keys, 0);
 static const struct gw_config_name cluster_modes[] = {
     {"off", GW_CLUSTER_MODE_OFF},
     {"hash", GW_CLUSTER_MODE_HASH},
+    {"shared", GW_CLUSTER_MODE_SHARED},
     {NULL, 0},
 };
 
@@ -800,6 +801,8 @@ static const struct gw_config_key cluster_keys[] = {
              cluster_modes),
     KEY_STR("topic_prefix", CL(topic_prefix), GW_CF_RESTART,
             "hybridgw/instances", check_cluster_prefix),
+    KEY_STR("share_group", CL(share_group), GW_CF_RESTART, "hybridgw",
+            check_name),
     KEY_INT("drain_deadline_s", CL(drain_deadline_s), GW_CF_RELOAD, 300, 1,
             86400),
 };

@@ -1,6 +1,7 @@
 /* Membership and ownership among instances; see cluster.h. */
 #include "gateway/cluster.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,8 @@ struct gw_cluster {
     char probe_sub[TOPIC_MAX];   /* <prefix>/<name>/probe/# */
     char probe_topic[TOPIC_MAX]; /* <prefix>/<name>/probe */
     char reply_topic[TOPIC_MAX]; /* <prefix>/<name>/probe/reply */
+    char rpc_topic[TOPIC_MAX];   /* <prefix>/<name>/rpc: to this one */
+    char catalogs[TOPIC_MAX];    /* <prefix>/+/catalog: from every one */
     char will[GW_INSTANCE_RECORD_MAX_LEN];
     uv_timer_t load_timer;
     uv_timer_t probe_timer;
@@ -150,6 +153,28 @@ static void owners_changed(struct gw_cluster *c)
     if (c->env.on_owners_changed != NULL && !c->closing) {
         c->env.on_owners_changed(c->env.arg);
     }
+}
+
+bool gw_cluster_shared(const struct gw_cluster *c)
+{
+    return c != NULL && c->env.shared;
+}
+
+bool gw_cluster_takes_hello(const struct gw_cluster *c, const char *client_id)
+{
+    if (gw_cluster_shared(c)) {
+        return c->phase == GW_CLUSTER_RUNNING && !c->left;
+    }
+    return gw_cluster_owns(c, client_id);
+}
+
+const char *gw_cluster_owner(const struct gw_cluster *c, const char *client_id)
+{
+    if (c == NULL || !hash_mode(c) || c->n_cand == 0) {
+        return NULL;
+    }
+    int k = gw_rendezvous_pick(c->cand, c->n_cand, client_id);
+    return k < 0 || c->cand[k] == c->name ? NULL : c->cand[k];
 }
 
 bool gw_cluster_owns(const struct gw_cluster *c, const char *client_id)
@@ -379,6 +404,14 @@ static void on_own_name_record(struct gw_cluster *c,
     publish_record(c);
 }
 
+/* A new instance (or a new start of one) knows nothing yet. */
+static void peer_joined(struct gw_cluster *c, const char *name)
+{
+    if (c->env.on_peer_joined != NULL && live(c) && !c->closing) {
+        c->env.on_peer_joined(c->env.arg, name);
+    }
+}
+
 static void peer_upsert(struct gw_cluster *c,
                         const struct gw_instance_record *r)
 {
@@ -423,9 +456,11 @@ static void peer_upsert(struct gw_cluster *c,
         gw_log(GW_LOG_INFO, SUBJECT, "instance %s (boot %s, udp %s) %s",
                r->name, r->boot, r->udp, gw_instance_state_name(r->state));
         owners_changed(c);
+        peer_joined(c, r->name);
         return;
     }
-    changed = p->rec.state != r->state || strcmp(p->rec.boot, r->boot) != 0;
+    bool reborn = strcmp(p->rec.boot, r->boot) != 0;
+    changed = p->rec.state != r->state || reborn;
     if (changed) {
         gw_log(GW_LOG_INFO, SUBJECT, "instance %s (boot %s) %s", r->name,
                r->boot, gw_instance_state_name(r->state));
@@ -433,6 +468,9 @@ static void peer_upsert(struct gw_cluster *c,
     p->rec = *r;
     if (changed) {
         owners_changed(c);
+    }
+    if (reborn) {
+        peer_joined(c, r->name);
     }
 }
 
@@ -501,6 +539,18 @@ static void on_probe_reply(struct gw_cluster *c, const uint8_t *payload,
     refuse_name(c, desc);
 }
 
+/* <prefix>/<name>/catalog, prefix of plen bytes already matched. */
+static bool is_catalog(const struct gw_cluster *c, const char *topic,
+                       size_t plen)
+{
+    static const char tail[] = "/catalog";
+    const char *level = topic + plen + 1;
+    const char *slash = strchr(level, '/');
+
+    (void)c;
+    return slash != NULL && slash != level && strcmp(slash, tail) == 0;
+}
+
 bool gw_cluster_on_message(struct gw_cluster *c, const char *topic,
                            const uint8_t *payload, size_t len)
 {
@@ -517,7 +567,11 @@ bool gw_cluster_on_message(struct gw_cluster *c, const char *topic,
     if (c->closing || c->phase == GW_CLUSTER_REFUSED) {
         return true;
     }
-    if (strcmp(topic, c->probe_topic) == 0) {
+    if (strcmp(topic, c->rpc_topic) == 0 || is_catalog(c, topic, plen)) {
+        if (c->env.on_peer_message != NULL && live(c)) {
+            c->env.on_peer_message(c->env.arg, payload, len);
+        }
+    } else if (strcmp(topic, c->probe_topic) == 0) {
         on_probe(c, payload, len);
     } else if (strcmp(topic, c->reply_topic) == 0) {
         on_probe_reply(c, payload, len);
@@ -605,7 +659,9 @@ int gw_cluster_init(const struct gw_cluster_env *env, struct gw_cluster **out)
           make_topic(c->probe_topic, env->topic_prefix, c->name, "/probe") !=
               0 ||
           make_topic(c->reply_topic, env->topic_prefix, c->name,
-                     "/probe/reply") != 0))) {
+                     "/probe/reply") != 0 ||
+          make_topic(c->rpc_topic, env->topic_prefix, c->name, "/rpc") != 0 ||
+          make_topic(c->catalogs, env->topic_prefix, "+", "/catalog") != 0))) {
         free(c->cand);
         free(c);
         return GW_EINVAL;
@@ -657,12 +713,31 @@ bool gw_cluster_will(const struct gw_cluster *c, const char **topic,
 size_t gw_cluster_topics(const struct gw_cluster *c, const char **out,
                          size_t max)
 {
-    if (c == NULL || !hash_mode(c) || max < 2) {
+    if (c == NULL || !hash_mode(c) || max < GW_CLUSTER_TOPICS) {
         return 0;
     }
     out[0] = c->all_topic;
     out[1] = c->probe_sub;
-    return 2;
+    out[2] = c->rpc_topic;
+    out[3] = c->catalogs;
+    return GW_CLUSTER_TOPICS;
+}
+
+int gw_cluster_send(struct gw_cluster *c, const char *to, const char *leaf,
+                    const char *payload, size_t len)
+{
+    char topic[TOPIC_MAX];
+
+    if (c == NULL || !hash_mode(c) || c->env.link == NULL) {
+        return GW_EINVAL;
+    }
+    if (!c->link_up) {
+        return -ENOTCONN;
+    }
+    if (make_topic(topic, c->prefix, to != NULL ? to : c->name, leaf) != 0) {
+        return GW_EINVAL;
+    }
+    return gw_mqtt_link_publish(c->env.link, topic, payload, len);
 }
 
 void gw_cluster_set_draining(struct gw_cluster *c)

@@ -49,7 +49,8 @@ const char *gw_cluster_phase_name(enum gw_cluster_phase phase);
 struct gw_cluster_env {
     uv_loop_t *loop;
     struct gw_mqtt_link *link; /* may be set after init, before link up */
-    bool hash_mode;            /* cluster.mode "hash" */
+    bool hash_mode;            /* cluster.mode "hash" or "shared" */
+    bool shared;               /* cluster.mode "shared" */
     const char *name;          /* cluster.instance (copied) */
     const char *topic_prefix;  /* cluster.topic_prefix (copied) */
     const char *udp;           /* "host:port" devices are told (copied) */
@@ -62,6 +63,12 @@ struct gw_cluster_env {
     /* The load for the record, asked before each publish; NULL: what
      * gw_cluster_set_load gave. */
     void (*load)(void *arg, unsigned *sessions, unsigned *devices);
+    /* A message on this instance's <prefix>/<name>/rpc, or any
+     * instance's <prefix>/<name>/catalog (this one's too), while live. */
+    void (*on_peer_message)(void *arg, const uint8_t *payload, size_t len);
+    /* Another instance appeared (or started again): it knows nothing of
+     * the devices this one owns yet. */
+    void (*on_peer_joined)(void *arg, const char *name);
     void *arg;
 };
 
@@ -82,7 +89,9 @@ void gw_cluster_set_link(struct gw_cluster *c, struct gw_mqtt_link *link);
 bool gw_cluster_will(const struct gw_cluster *c, const char **topic,
                      const char **payload);
 
-/* The topics the link must subscribe to (mode off: none). */
+/* The topics the link must subscribe to (mode off: none); out must hold
+ * GW_CLUSTER_TOPICS. */
+#define GW_CLUSTER_TOPICS 4
 size_t gw_cluster_topics(const struct gw_cluster *c, const char **out,
                          size_t max);
 
@@ -96,8 +105,36 @@ bool gw_cluster_on_message(struct gw_cluster *c, const char *topic,
 /* The broker link came up or went away. */
 void gw_cluster_on_link_state(struct gw_cluster *c, bool up);
 
-/* Whether this instance should take a new conversation of client_id. */
+/*
+ * The instance that owns client_id now, or NULL when it is this one (or
+ * nobody: then this one serves it). Valid until membership changes.
+ */
+const char *gw_cluster_owner(const struct gw_cluster *c, const char *client_id);
+
+/*
+ * Publishes payload to <prefix>/<to><leaf> (to NULL: this instance's
+ * own name), QoS 0 as device messages. -ENOTCONN while the link is down,
+ * GW_EINVAL in mode off; else as gw_mqtt_link_publish.
+ */
+GW_MUST_CHECK int gw_cluster_send(struct gw_cluster *c, const char *to,
+                                  const char *leaf, const char *payload,
+                                  size_t len);
+
+/*
+ * Whether this instance owns client_id: runs its MCP client, and (mode
+ * hash) takes its new conversations.
+ */
 bool gw_cluster_owns(const struct gw_cluster *c, const char *client_id);
+
+/*
+ * Whether this instance takes a new conversation of client_id whose hello
+ * it received: mode hash, when it owns the device; mode shared (the
+ * broker picked this instance), while it runs and does not drain.
+ */
+bool gw_cluster_takes_hello(const struct gw_cluster *c, const char *client_id);
+
+/* cluster.mode "shared". */
+bool gw_cluster_shared(const struct gw_cluster *c);
 
 /* Stops taking new conversations; republishes the record. Idempotent. */
 void gw_cluster_set_draining(struct gw_cluster *c);

@@ -46,6 +46,12 @@ static void changed(struct gw_device_table *t, const struct gw_device *d,
     }
 }
 
+void gw_device_table_notify(struct gw_device_table *t,
+                            const struct gw_device *d, unsigned what)
+{
+    changed(t, d, what);
+}
+
 /* Discovery finished or failed for the device that holds disc. */
 static void on_tools_changed(void *arg, struct gw_mcp_discovery *disc,
                              unsigned what)
@@ -508,7 +514,10 @@ static bool device_notification(struct gw_device_table *t, struct gw_device *d,
         t->links.stats.list_changed++;
         gw_log(GW_LOG_INFO, subject, "%s: reading the lists again",
                m + sizeof("notifications/") - 1);
-        gw_mcp_discovery_list_changed(&d->discovery, kind);
+        /* Its owner reads them (a session here may hear it too). */
+        if (t->owns == NULL || t->owns(t->owns_arg, d->client_id)) {
+            gw_mcp_discovery_list_changed(&d->discovery, kind);
+        }
         return false; /* the backend may want it too */
     }
     if (strcmp(m, "notifications/progress") == 0) {

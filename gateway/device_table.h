@@ -158,6 +158,11 @@ void gw_device_table_set_request_handler(struct gw_device_table *t,
 void gw_device_table_set_owner(struct gw_device_table *t,
                                bool (*owns)(void *arg, const char *client_id),
                                void *arg);
+/* A device's lists changed from outside discovery (its owner's catalog,
+ * gateway/cluster_rpc.c): the listener hears it as from discovery. */
+void gw_device_table_notify(struct gw_device_table *t,
+                            const struct gw_device *d, unsigned what);
+
 /* Owners moved: online devices now owned here get their discovery. */
 void gw_device_table_owners_changed(struct gw_device_table *t);
 

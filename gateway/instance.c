@@ -90,6 +90,37 @@ static void cluster_load(void *arg, unsigned *sessions, unsigned *devices)
     *devices = inst->devices.count;
 }
 
+static void on_peer_message(void *arg, const uint8_t *payload, size_t len)
+{
+    struct gw_instance *inst = arg;
+
+    gw_cluster_rpc_on_message(inst->crpc, payload, len);
+}
+
+static void on_peer_joined(void *arg, const char *name)
+{
+    struct gw_instance *inst = arg;
+
+    gw_cluster_rpc_peer_joined(inst->crpc, name);
+}
+
+/* Mode shared: a device message another instance received. */
+static void on_carried(void *arg, const char *client_id, const char *payload,
+                       size_t len)
+{
+    struct gw_instance *inst = arg;
+
+    gw_mqtt_dispatch_carried(&inst->dispatch, client_id, payload, len);
+}
+
+static void carry_up(void *arg, const char *owner, const char *client_id,
+                     const cJSON *msg)
+{
+    struct gw_instance *inst = arg;
+
+    gw_cluster_rpc_carry(inst->crpc, owner, client_id, msg);
+}
+
 static bool device_owned(void *arg, const char *client_id)
 {
     return gw_cluster_owns(arg, client_id);
@@ -105,7 +136,8 @@ static int start_cluster(struct gw_instance *inst)
              cfg->udp.public_port);
     struct gw_cluster_env env = {
         .loop = inst->loop,
-        .hash_mode = cfg->cluster.mode == GW_CLUSTER_MODE_HASH,
+        .hash_mode = cfg->cluster.mode != GW_CLUSTER_MODE_OFF,
+        .shared = cfg->cluster.mode == GW_CLUSTER_MODE_SHARED,
         /* mode off: the name is only shown (/healthz) */
         .name = cfg->cluster.instance[0] != '\0' ? cfg->cluster.instance
                                                  : cfg->instance,
@@ -114,6 +146,8 @@ static int start_cluster(struct gw_instance *inst)
         .on_owners_changed = on_owners_changed,
         .on_refused = on_cluster_refused,
         .load = cluster_load,
+        .on_peer_message = on_peer_message,
+        .on_peer_joined = on_peer_joined,
         .arg = inst,
     };
     int rc = gw_cluster_init(&env, &inst->cluster);
@@ -121,7 +155,25 @@ static int start_cluster(struct gw_instance *inst)
         gw_log(GW_LOG_ERROR, "cluster", "cannot start: %s", gw_strerror(rc));
         return rc;
     }
+    if (env.hash_mode) {
+        struct gw_cluster_rpc_env renv = {
+            .cluster = inst->cluster,
+            .devices = &inst->devices,
+            .config = &inst->config,
+            .on_carried = on_carried,
+            .arg = inst,
+        };
+        if ((rc = gw_cluster_rpc_init(&renv, &inst->crpc)) != 0) {
+            gw_log(GW_LOG_ERROR, "cluster", "cannot start: %s",
+                   gw_strerror(rc));
+            return rc;
+        }
+    }
     inst->dispatch.cluster = inst->cluster;
+    if (env.shared) {
+        inst->dispatch.carry = carry_up;
+        inst->dispatch.carry_arg = inst;
+    }
     gw_device_table_set_owner(&inst->devices, device_owned, inst->cluster);
     return 0;
 }
@@ -129,7 +181,19 @@ static int start_cluster(struct gw_instance *inst)
 static int start_mqtt(struct gw_instance *inst)
 {
     const struct gw_config *cfg = gw_instance_config(inst);
-    const char *topics[4] = {cfg->mqtt.up_topic, cfg->mqtt.presence_topic};
+    const char *topics[2 + GW_CLUSTER_TOPICS] = {cfg->mqtt.up_topic,
+                                                 cfg->mqtt.presence_topic};
+    /* Mode shared: the broker gives each device's messages to one member
+     * of the group (docs/emqx.md). */
+    if (cfg->cluster.mode == GW_CLUSTER_MODE_SHARED) {
+        int n = snprintf(inst->up_sub, sizeof(inst->up_sub), "$share/%s/%s",
+                         cfg->cluster.share_group, cfg->mqtt.up_topic);
+        if (n < 0 || (size_t)n >= sizeof(inst->up_sub)) {
+            gw_log(GW_LOG_ERROR, "cluster", "cluster.share_group: too long");
+            return GW_EINVAL;
+        }
+        topics[0] = inst->up_sub;
+    }
     size_t n_topics = cfg->mqtt.presence_topic[0] != '\0' ? 2 : 1;
     const char *will_topic = NULL, *will_payload = NULL;
     int rc = start_cluster(inst);
@@ -141,7 +205,8 @@ static int start_mqtt(struct gw_instance *inst)
     if (n_topics == 1) {
         topics[1] = NULL;
     }
-    n_topics += gw_cluster_topics(inst->cluster, topics + n_topics, 2);
+    n_topics +=
+        gw_cluster_topics(inst->cluster, topics + n_topics, GW_CLUSTER_TOPICS);
     struct gw_mqtt_link_options opts = {
         .host = cfg->mqtt.host,
         .port = cfg->mqtt.port,
@@ -178,6 +243,7 @@ static void on_device_changed(void *arg, const struct gw_device *dev,
     if (inst->mcp_server != NULL) {
         gw_mcp_server_device_changed(inst->mcp_server, dev, what);
     }
+    gw_cluster_rpc_device_changed(inst->crpc, dev, what);
     /* Offline however it went (the broker's word, or the end of the
      * session that held it on a broker without presence): its sessions
      * with MCP servers end. */
@@ -210,6 +276,7 @@ static struct gw_metrics_sources metrics_sources(struct gw_instance *inst)
         .mcp_server = inst->mcp_server,
         .outbound = inst->outbound,
         .cluster = &inst->cluster,
+        .crpc = &inst->crpc,
     };
     return src;
 }
@@ -522,6 +589,9 @@ static void close_parts(struct gw_instance *inst)
         inst->dispatch.outbound = NULL;
         gw_mcp_outbound_close(inst->outbound, on_outbound_closed, inst);
     }
+    /* Requests served for other instances let go while links live. */
+    gw_cluster_rpc_close(inst->crpc);
+    inst->crpc = NULL;
     gw_device_table_close(&inst->devices, on_devices_closed, inst);
     /* Probes under way close with the backends' context. */
     if (inst->probe != NULL) {

@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "gateway/backend_ws.h"
 #include "gateway/cluster.h"
+#include "gateway/cluster_rpc.h"
 #include "gateway/config_hold.h"
 #include "gateway/counters.h"
 #include "gateway/device_table.h"
@@ -35,8 +36,10 @@ struct gw_instance {
     struct gw_counters counters;
     struct gw_publisher pub;
     struct gw_mqtt_link *mqtt;
-    struct gw_cluster *cluster; /* membership, owners (cluster.mode) */
-    bool refused; /* the cluster name is another live instance's: exit 1 */
+    struct gw_cluster *cluster;  /* membership, owners (cluster.mode) */
+    struct gw_cluster_rpc *crpc; /* what instances carry (mode hash) */
+    char up_sub[320]; /* mode shared: $share/<group>/<mqtt.up_topic> */
+    bool refused;     /* the cluster name is another live instance's: exit 1 */
     void (*refused_cb)(struct gw_instance *inst, void *arg);
     void *refused_arg;
     struct gw_udp_audio *udp;

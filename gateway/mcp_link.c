@@ -39,6 +39,8 @@ struct gw_mcp_request {
     void (*on_end)(void *end_arg, enum gw_mcp_outcome outcome);
     void *end_arg;
     bool is_call; /* tools/call: one at a time */
+    bool carried; /* in link->carried: the owner (another instance) asks */
+    char *owner;  /* carried: the owner's name, for a cancel */
     bool sent;
     bool done;
 };
@@ -144,6 +146,7 @@ static void on_request_closed(uv_handle_t *handle)
     cJSON_Delete(p->answer);
     cJSON_Delete(p->progress_token);
     free(p->refuse_text);
+    free(p->owner);
     free(p);
 }
 
@@ -178,7 +181,10 @@ static bool unlink_request(struct gw_mcp_request *p)
     if (link == NULL) {
         return false;
     }
-    if (p->dev_id != 0) {
+    if (p->carried) {
+        HASH_DELETE(hh, link->carried, p);
+        link->n_carried--;
+    } else if (p->dev_id != 0) {
         HASH_DELETE(hh, link->pending, p);
         link->n_pending--;
     }
@@ -267,6 +273,21 @@ static void fail(struct gw_mcp_request *p, enum gw_mcp_outcome outcome)
     cJSON_Delete(err);
 }
 
+/* Tells whoever has p (the device, or the owner of a carried one) that
+ * nobody waits for it any more. */
+static void cancel_sent(struct gw_mcp_request *p, const char *reason)
+{
+    const struct gw_mcp_remote *r = p->links->remote;
+
+    if (p->carried) {
+        if (r != NULL) {
+            r->cancel(r->arg, p->owner, p->link->client_id, p->dev_id);
+        }
+        return;
+    }
+    send_cancelled(p->link, p->dev_id, reason);
+}
+
 static void on_request_timer(uv_timer_t *timer)
 {
     struct gw_mcp_request *p = timer->data;
@@ -275,11 +296,13 @@ static void on_request_timer(uv_timer_t *timer)
     /* An abandoned request was already cancelled toward the device. */
     if (p->fail == GW_MCP_TIMEOUT && p->link != NULL && p->cb != NULL) {
         subject_of(p->link, subject, sizeof(subject));
-        gw_log(GW_LOG_WARN, subject, "request %u from %s timed out", p->dev_id,
-               gw_mcp_origin_name(p->origin));
+        gw_log(GW_LOG_WARN, subject, "request %u from %s timed out%s%s",
+               p->dev_id, gw_mcp_origin_name(p->origin),
+               p->carried ? ": no word from its owner " : "",
+               p->carried ? p->owner : "");
         if (p->sent) {
             /* Devices ignore notifications today; the spec asks for it. */
-            send_cancelled(p->link, p->dev_id, "timed out");
+            cancel_sent(p, "timed out");
         }
     }
     if (p->fail == GW_MCP_OK) {
@@ -338,6 +361,9 @@ static uint32_t next_device_id(struct gw_mcp_link *link)
     do {
         id = id >= GW_RPC_ID_MAX ? 1 : id + 1;
         HASH_FIND(hh, link->pending, &id, sizeof(id), clash);
+        if (clash == NULL) {
+            HASH_FIND(hh, link->carried, &id, sizeof(id), clash);
+        }
     } while (clash != NULL);
     link->next_id = id;
     return id;
@@ -458,6 +484,60 @@ static void map_progress_token(struct gw_mcp_request *p, cJSON *params,
     p->on_progress = opts->on_progress;
 }
 
+/*
+ * A request for a device another instance owns: carried there under an
+ * id of this link's (unique among its requests, sent or carried), with
+ * the same timeout; this side waits a little longer, so the owner's own
+ * end comes first. Tool calls queue at the owner, not here.
+ */
+static void carry(struct gw_mcp_request *p, struct gw_mcp_link *link,
+                  const char *owner, const char *method, cJSON *params,
+                  const struct gw_mcp_opts *opts, uint32_t timeout_ms)
+{
+    const struct gw_mcp_remote *r = p->links->remote;
+    char subject[GW_CLIENT_ID_MAX + 16];
+    uint32_t id = next_device_id(link);
+    int rc;
+
+    p->is_call = false;
+    p->dev_id = id;
+    map_progress_token(p, params, opts);
+    p->owner = strdup(owner);
+    if (p->owner == NULL) {
+        cJSON_Delete(params);
+        p->dev_id = 0;
+        fail_soon(p, GW_MCP_CANCELLED);
+        return;
+    }
+    p->carried = true;
+    p->link = link;
+    HASH_ADD(hh, link->carried, dev_id, sizeof(p->dev_id), p);
+    if (!GW_HASH_ADDED(p, hh)) {
+        cJSON_Delete(params);
+        p->carried = false;
+        p->link = NULL;
+        p->dev_id = 0;
+        fail_soon(p, GW_MCP_CANCELLED);
+        return;
+    }
+    link->n_carried++;
+    p->fail = GW_MCP_TIMEOUT;
+    uv_timer_start(&p->timer, on_request_timer,
+                   (uint64_t)timeout_ms + GW_MCP_REMOTE_SLACK_MS, 0);
+    rc = r->send(r->arg, owner, link->client_id, id, method, params, timeout_ms,
+                 p->origin, p->on_progress != NULL);
+    cJSON_Delete(params);
+    p->sent = true;
+    subject_of(link, subject, sizeof(subject));
+    if (rc != 0) {
+        /* The broker link is down: the timer ends it, as if lost. */
+        gw_log(GW_LOG_WARN, subject, "request %u for %s not carried: %s", id,
+               owner, gw_strerror(rc));
+    } else {
+        GW_LOG(GW_LOG_DEBUG, subject, "%s %u carried to %s", method, id, owner);
+    }
+}
+
 void gw_mcp_request(struct gw_mcp_links *links, struct gw_mcp_link *link,
                     const char *method, cJSON *params, uint32_t timeout_ms,
                     enum gw_mcp_origin origin, gw_mcp_reply_cb cb, void *arg,
@@ -505,9 +585,20 @@ void gw_mcp_request_with(struct gw_mcp_links *links, struct gw_mcp_link *link,
         fail_soon(p, GW_MCP_OFFLINE);
         return;
     }
-    if (link->n_pending >= (size_t)cfg->mcp.max_pending) {
+    if (link->n_pending + link->n_carried >= (size_t)cfg->mcp.max_pending) {
         cJSON_Delete(params);
         fail_soon(p, GW_MCP_BUSY);
+        return;
+    }
+    if (timeout_ms == 0) {
+        timeout_ms = (uint32_t)cfg->mcp.call_timeout_ms;
+    }
+    const struct gw_mcp_remote *r = links->remote;
+    const char *owner = r != NULL && (opts == NULL || !opts->here)
+                            ? r->owner(r->arg, link->client_id)
+                            : NULL;
+    if (owner != NULL) {
+        carry(p, link, owner, method, params, opts, timeout_ms);
         return;
     }
     uint32_t id = next_device_id(link);
@@ -530,9 +621,7 @@ void gw_mcp_request_with(struct gw_mcp_links *links, struct gw_mcp_link *link,
     }
     link->n_pending++;
     p->fail = GW_MCP_TIMEOUT;
-    uv_timer_start(
-        &p->timer, on_request_timer,
-        timeout_ms > 0 ? timeout_ms : (uint64_t)cfg->mcp.call_timeout_ms, 0);
+    uv_timer_start(&p->timer, on_request_timer, timeout_ms, 0);
     if (p->is_call) {
         gw_list_insert_tail(&link->calls, &p->call_node);
         send_next_call(link);
@@ -594,7 +683,7 @@ void gw_mcp_abandon(struct gw_mcp_links *links, uint64_t handle)
      */
     if (p->link != NULL) {
         struct gw_mcp_link *link = p->link;
-        send_cancelled(link, p->dev_id, "the client went away");
+        cancel_sent(p, "the client went away");
         if (link->call_in_flight == p) {
             link->call_in_flight = NULL;
             if (link->open) {
@@ -612,7 +701,11 @@ void gw_mcp_link_close(struct gw_mcp_link *link, enum gw_mcp_outcome why)
     while (link->pending != NULL) {
         fail(link->pending, why);
     }
+    while (link->carried != NULL) {
+        fail(link->carried, why);
+    }
     GW_ASSERT(link->n_pending == 0);
+    GW_ASSERT(link->n_carried == 0);
     GW_ASSERT(gw_list_empty(&link->calls));
     GW_ASSERT(link->call_in_flight == NULL);
 }
@@ -652,12 +745,27 @@ void gw_mcp_link_on_response(struct gw_mcp_link *link, const struct gw_rpc *rpc)
     }
 }
 
+/* Progress params (token: the request's id) to p's origin, under the
+ * origin's own token. */
+static void tell_progress(struct gw_mcp_request *p, const cJSON *in)
+{
+    cJSON *params = cJSON_Duplicate(in, 1);
+
+    if (params == NULL ||
+        !cJSON_ReplaceItemInObjectCaseSensitive(
+            params, "progressToken", cJSON_Duplicate(p->progress_token, 1))) {
+        cJSON_Delete(params);
+        return;
+    }
+    p->on_progress(p->arg, params);
+    cJSON_Delete(params);
+}
+
 bool gw_mcp_link_on_progress(struct gw_mcp_link *link, const struct gw_rpc *rpc)
 {
     const cJSON *tok =
         cJSON_GetObjectItemCaseSensitive(rpc->params, "progressToken");
     struct gw_mcp_request *p = NULL;
-    cJSON *params;
     uint32_t id;
 
     if (!gw_rpc_id_u32(tok, &id)) {
@@ -671,16 +779,59 @@ bool gw_mcp_link_on_progress(struct gw_mcp_link *link, const struct gw_rpc *rpc)
         GW_LOG(GW_LOG_DEBUG, subject, "progress nobody waits for: dropped");
         return p != NULL;
     }
-    params = cJSON_Duplicate(rpc->params, 1);
-    if (params == NULL ||
-        !cJSON_ReplaceItemInObjectCaseSensitive(
-            params, "progressToken", cJSON_Duplicate(p->progress_token, 1))) {
-        cJSON_Delete(params);
-        return true;
-    }
-    p->on_progress(p->arg, params);
-    cJSON_Delete(params);
+    tell_progress(p, rpc->params);
     return true;
+}
+
+void gw_mcp_link_on_remote_progress(struct gw_mcp_link *link, uint32_t id,
+                                    const cJSON *params)
+{
+    struct gw_mcp_request *p = NULL;
+
+    HASH_FIND(hh, link->carried, &id, sizeof(id), p);
+    if (p != NULL && p->on_progress != NULL && p->cb != NULL) {
+        tell_progress(p, params);
+    }
+}
+
+void gw_mcp_link_on_remote_reply(struct gw_mcp_link *link, uint32_t id,
+                                 enum gw_mcp_outcome outcome,
+                                 const cJSON *result, const cJSON *error)
+{
+    struct gw_mcp_request *p = NULL;
+
+    HASH_FIND(hh, link->carried, &id, sizeof(id), p);
+    if (p == NULL) {
+        char subject[GW_CLIENT_ID_MAX + 16];
+        subject_of(link, subject, sizeof(subject));
+        link->links->stats.unsolicited++;
+        GW_LOG(GW_LOG_DEBUG, subject, "carried reply nobody waits for");
+        return;
+    }
+    finish(p, outcome, outcome == GW_MCP_OK ? result : NULL,
+           outcome == GW_MCP_OK ? NULL : error);
+}
+
+bool gw_mcp_outcome_parse(const char *name, enum gw_mcp_outcome *out)
+{
+    for (int i = 0; i < GW_MCP_OUTCOME_COUNT_; i++) {
+        if (strcmp(name, outcome_names[i]) == 0) {
+            *out = (enum gw_mcp_outcome)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool gw_mcp_origin_parse(const char *name, enum gw_mcp_origin *out)
+{
+    for (int i = 0; i < GW_MCP_ORIGIN_COUNT_; i++) {
+        if (strcmp(name, origin_names[i]) == 0) {
+            *out = (enum gw_mcp_origin)i;
+            return true;
+        }
+    }
+    return false;
 }
 
 int gw_mcp_link_respond(struct gw_mcp_link *link, const cJSON *id,

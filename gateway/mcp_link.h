@@ -87,6 +87,30 @@ typedef void (*gw_mcp_reply_cb)(void *arg, const struct gw_mcp_reply *reply);
 
 struct gw_mcp_request; /* mcp_link.c's own */
 
+/*
+ * Several instances (docs/architecture.md section 9): a device's MCP
+ * client is its owner's. A request for a device another instance owns is
+ * carried there (gateway/cluster_rpc.c) under an id of this link's, and
+ * its end comes back through gw_mcp_link_on_remote_reply.
+ */
+struct gw_mcp_remote {
+    /* The owner of client_id's MCP client, or NULL when it is this one. */
+    const char *(*owner)(void *arg, const char *client_id);
+    /* Carries a request to owner: 0, or an error when it cannot go (the
+     * request then ends as if lost, at its timer). params not moved. */
+    int (*send)(void *arg, const char *owner, const char *client_id,
+                uint32_t id, const char *method, const cJSON *params,
+                uint32_t timeout_ms, enum gw_mcp_origin origin, bool progress);
+    /* The asker gave up on a carried request. */
+    void (*cancel)(void *arg, const char *owner, const char *client_id,
+                   uint32_t id);
+    void *arg;
+};
+
+/* A carried request waits this much longer than the owner does, so the
+ * owner's own answer (a timeout too) comes first when it lives. */
+#define GW_MCP_REMOTE_SLACK_MS 1000
+
 /* What every link shares: the loop, the way to the devices, the limits
  * from the running config, the counters, and every request by handle. */
 struct gw_mcp_links {
@@ -96,6 +120,7 @@ struct gw_mcp_links {
     struct gw_mcp_request *by_handle; /* uthash: every live request */
     uint64_t next_handle;
     bool closed; /* shutdown: every new request is refused */
+    const struct gw_mcp_remote *remote; /* NULL: every device is ours */
     struct gw_mcp_stats stats;
 };
 
@@ -110,6 +135,8 @@ struct gw_mcp_link {
     size_t n_pending;
     struct gw_list calls;                  /* queued tools/call requests */
     struct gw_mcp_request *call_in_flight; /* at most one */
+    struct gw_mcp_request *carried;        /* uthash by id: at the owner */
+    size_t n_carried;
 };
 
 void gw_mcp_links_init(struct gw_mcp_links *links, uv_loop_t *loop,
@@ -169,6 +196,9 @@ struct gw_mcp_opts {
      */
     void (*on_end)(void *end_arg, enum gw_mcp_outcome outcome);
     void *end_arg;
+    /* Carried here from another instance: sent to the device from here
+     * whoever owns it now, never carried on. */
+    bool here;
 };
 
 /* gw_mcp_request with opts (may be NULL). */
@@ -207,6 +237,24 @@ void gw_mcp_abandon(struct gw_mcp_links *links, uint64_t handle);
  */
 void gw_mcp_link_on_response(struct gw_mcp_link *link,
                              const struct gw_rpc *rpc);
+
+/*
+ * The end of a carried request (id: this link's), as its owner said:
+ * outcome and result or error (not moved). Dropped and counted when
+ * nobody waits.
+ */
+void gw_mcp_link_on_remote_reply(struct gw_mcp_link *link, uint32_t id,
+                                 enum gw_mcp_outcome outcome,
+                                 const cJSON *result, const cJSON *error);
+
+/* Progress of a carried request, as its owner passed it on (params with
+ * the id as token; not moved). */
+void gw_mcp_link_on_remote_progress(struct gw_mcp_link *link, uint32_t id,
+                                    const cJSON *params);
+
+/* An outcome's name back to the outcome; false when unknown. */
+bool gw_mcp_outcome_parse(const char *name, enum gw_mcp_outcome *out);
+bool gw_mcp_origin_parse(const char *name, enum gw_mcp_origin *out);
 
 /*
  * A device notifications/progress: true (consumed) when its token is the

@@ -816,6 +816,37 @@ static void cluster_part(struct out *o, const struct gw_metrics_sources *src)
     gauge(o, "hybridgw_cluster_draining",
           "1 while this instance drains (takes no new conversations).",
           gw_cluster_is_draining(c));
+    if (src->crpc == NULL || *src->crpc == NULL) {
+        return;
+    }
+    struct gw_cluster_rpc_stats rs;
+    gw_cluster_rpc_get_stats(*src->crpc, &rs);
+    family(o, "hybridgw_cluster_requests_total", "counter",
+           "Device requests carried to their owner (out) and served here "
+           "for another instance (in).");
+    sample(o, "hybridgw_cluster_requests_total", "direction", "out",
+           rs.carried_out);
+    sample(o, "hybridgw_cluster_requests_total", "direction", "in",
+           rs.carried_in);
+    counter(o, "hybridgw_cluster_replies_sent_total",
+            "Ends of requests served here, sent back to their instance.",
+            rs.replies_out);
+    family(o, "hybridgw_cluster_catalogs_total", "counter",
+           "Device catalogs sent by their owner (out) and taken (in).");
+    sample(o, "hybridgw_cluster_catalogs_total", "direction", "out",
+           rs.catalogs_out);
+    sample(o, "hybridgw_cluster_catalogs_total", "direction", "in",
+           rs.catalogs_in);
+    counter(o, "hybridgw_cluster_messages_refused_total",
+            "Messages from other instances that did not parse or fit.",
+            rs.refused);
+    family(o, "hybridgw_cluster_device_messages_total", "counter",
+           "Mode shared: device messages carried to the instance that "
+           "owns them (out) and carried here (in).");
+    sample(o, "hybridgw_cluster_device_messages_total", "direction", "out",
+           rs.up_out);
+    sample(o, "hybridgw_cluster_device_messages_total", "direction", "in",
+           rs.up_in);
 }
 
 static void loop_part(struct out *o, const struct gw_metrics_sources *src)

@@ -14,6 +14,7 @@
 #include "common/mqtt_link.h"
 #include "gateway/backend_ws.h"
 #include "gateway/cluster.h"
+#include "gateway/cluster_rpc.h"
 #include "gateway/counters.h"
 #include "gateway/device_table.h"
 #include "gateway/http_server.h"
@@ -50,6 +51,8 @@ struct gw_metrics_sources {
     const struct gw_push_stats *push;
     /* The instance's cluster part (NULL once it closed). */
     struct gw_cluster *const *cluster;
+    /* What instances carry for each other (NULL outside mode hash). */
+    struct gw_cluster_rpc *const *crpc;
 };
 
 /* The whole exposition as a heap string (free()); GW_ENOMEM. */

@@ -147,7 +147,7 @@ static void on_device_hello(struct gw_mqtt_dispatch *d, const char *client_id,
         refuse(d, GW_REFUSE_HELLO, client_id, subject, gw_strerror(rc));
         return;
     }
-    if (d->cluster != NULL && !gw_cluster_owns(d->cluster, client_id)) {
+    if (d->cluster != NULL && !gw_cluster_takes_hello(d->cluster, client_id)) {
         /* The owner answers it. A conversation of the device here is
          * over: a hello starts a new one (no goodbye, it would reach the
          * new session). */
@@ -179,7 +179,8 @@ static void on_orphan_message(struct gw_mqtt_dispatch *d, const char *client_id,
     uint64_t skipped;
     bool log;
 
-    if (d->cluster != NULL && gw_cluster_phase(d->cluster) != GW_CLUSTER_OFF) {
+    if (d->cluster != NULL && gw_cluster_phase(d->cluster) != GW_CLUSTER_OFF &&
+        !gw_cluster_shared(d->cluster)) {
         /* Its session may be another instance's: a goodbye from here
          * would end it. A device whose instance died finds out by its own
          * timeouts and says hello again. */
@@ -265,13 +266,23 @@ static bool mcp_is_ours(struct gw_mqtt_dispatch *d, const char *client_id)
 {
     struct gw_device *dev;
 
-    if (d->cluster == NULL || gw_cluster_owns(d->cluster, client_id) ||
+    if (d->cluster == NULL || gw_cluster_owns(d->cluster, client_id)) {
+        return true;
+    }
+    /* Mode hash: every instance hears the device, and a session here
+     * wants its notifications. Mode shared: the owner must hear its
+     * answers, so the MCP goes there whoever has the session. */
+    if (!gw_cluster_shared(d->cluster) &&
         gw_sessions_find(d->sessions, client_id) != NULL) {
         return true;
     }
     dev = gw_device_find(d->devices, client_id);
     return dev != NULL && dev->link.n_pending > 0;
 }
+
+static void device_message(struct gw_mqtt_dispatch *d, const char *client_id,
+                           const struct gw_client_id *id,
+                           const uint8_t *payload, size_t len, bool carried);
 
 void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
                               const uint8_t *payload, size_t len, void *arg)
@@ -281,8 +292,6 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
     char client_id[GW_CLIENT_ID_MAX + 1];
     char subject[GW_CLIENT_ID_MAX + 8];
     struct gw_client_id id;
-    struct gw_envelope env;
-    struct gw_session *s;
 
     (void)link;
     if (gw_cluster_on_message(d->cluster, topic, payload, len)) {
@@ -298,6 +307,32 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
                "not a device topic, or its client id is not a device id");
         return;
     }
+    device_message(d, client_id, &id, payload, len, false);
+}
+
+/*
+ * Mode shared: the instance a message of client_id must go to instead of
+ * this one, or NULL. Never for a message carried here already.
+ */
+static const char *carry_to(struct gw_mqtt_dispatch *d, const char *client_id,
+                            bool carried)
+{
+    if (carried || d->carry == NULL || !gw_cluster_shared(d->cluster)) {
+        return NULL;
+    }
+    return gw_cluster_owner(d->cluster, client_id);
+}
+
+static void device_message(struct gw_mqtt_dispatch *d, const char *client_id,
+                           const struct gw_client_id *id,
+                           const uint8_t *payload, size_t len, bool carried)
+{
+    const struct gw_config *cfg = gw_config_live_get(d->config);
+    char subject[GW_CLIENT_ID_MAX + 8];
+    struct gw_envelope env;
+    struct gw_session *s;
+    const char *to;
+
     snprintf(subject, sizeof(subject), "dev=%s", client_id);
     int rc = gw_envelope_parse((const char *)payload, len,
                                (size_t)cfg->limits.max_message_bytes, &env);
@@ -306,9 +341,24 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
         return;
     }
     if (env.kind == GW_MSG_HELLO) {
-        on_device_hello(d, client_id, &id, &env, subject);
+        /* Mode shared, draining: the broker still sends it here, so the
+         * owner among running instances answers instead; a conversation
+         * here is over (a hello starts a new one). */
+        if (!gw_cluster_takes_hello(d->cluster, client_id) &&
+            (to = carry_to(d, client_id, carried)) != NULL) {
+            if ((s = gw_sessions_find(d->sessions, client_id)) != NULL) {
+                gw_session_end(s, GW_END_REPLACED);
+            }
+            d->carry(d->carry_arg, to, client_id, env.root);
+        } else {
+            on_device_hello(d, client_id, id, &env, subject);
+        }
     } else if (env.kind == GW_MSG_MCP && !mcp_is_ours(d, client_id)) {
-        not_ours(d, client_id, "mcp", false, subject);
+        if ((to = carry_to(d, client_id, carried)) != NULL) {
+            d->carry(d->carry_arg, to, client_id, env.root);
+        } else {
+            not_ours(d, client_id, "mcp", false, subject);
+        }
     } else if (env.kind == GW_MSG_MCP && d->outbound != NULL &&
                gw_mcp_outbound_on_device(d->outbound, client_id, &env)) {
         /* addressed to an MCP server by "endpoint": answered there */
@@ -317,10 +367,25 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
         /* an answer on the device's MCP link, delivered (or dropped) */
     } else if ((s = gw_sessions_find(d->sessions, client_id)) != NULL) {
         gw_session_on_device_message(s, &env, (const char *)payload, len);
+    } else if (gw_cluster_is_draining(d->cluster) &&
+               (to = carry_to(d, client_id, carried)) != NULL) {
+        /* A conversation whose hello went to the owner (above). */
+        d->carry(d->carry_arg, to, client_id, env.root);
     } else {
         on_orphan_message(d, client_id, &env, subject);
     }
     gw_envelope_free(&env);
+}
+
+void gw_mqtt_dispatch_carried(struct gw_mqtt_dispatch *d, const char *client_id,
+                              const char *payload, size_t len)
+{
+    struct gw_client_id id;
+
+    if (gw_client_id_parse(client_id, strlen(client_id), &id) != 0) {
+        return;
+    }
+    device_message(d, client_id, &id, (const uint8_t *)payload, len, true);
 }
 
 void gw_mqtt_dispatch_retained(struct gw_mqtt_link *link, const char *topic,

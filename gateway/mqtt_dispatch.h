@@ -10,6 +10,8 @@
 #define GW_MQTT_DISPATCH_H
 
 #include <stdbool.h>
+
+#include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +36,15 @@ struct gw_mqtt_dispatch {
     /* Membership and owners: its topics go there, and a device this
      * instance neither owns nor has a session of is left alone. */
     struct gw_cluster *cluster;
+    /*
+     * cluster.mode shared: a device message that is another instance's
+     * (MCP of a device it owns; a hello or a message that has no session
+     * here while this instance drains) is carried to it (cluster_rpc.c);
+     * msg is the parsed envelope, not moved. NULL: left alone.
+     */
+    void (*carry)(void *arg, const char *owner, const char *client_id,
+                  const cJSON *msg);
+    void *carry_arg;
     bool stopping; /* shutdown: hellos are refused */
     /* Set up on first use, freed by gw_mqtt_dispatch_close: */
     bool limits_ready;
@@ -53,6 +64,14 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
  */
 void gw_mqtt_dispatch_retained(struct gw_mqtt_link *link, const char *topic,
                                const uint8_t *payload, size_t len, void *arg);
+
+/*
+ * A device message another instance received and carried here (mode
+ * shared): handled as if from the broker, except that it is never
+ * carried on.
+ */
+void gw_mqtt_dispatch_carried(struct gw_mqtt_dispatch *d, const char *client_id,
+                              const char *payload, size_t len);
 
 /* Frees the rate limits' tables once the link no longer calls in. */
 void gw_mqtt_dispatch_close(struct gw_mqtt_dispatch *d);
