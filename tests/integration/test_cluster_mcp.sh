@@ -144,6 +144,29 @@ for n in "${NAMES[@]}"; do
     check "$n carried requests out and served others'" test "$out" -gt 0 -a "$in" -gt 0
 done
 
+fails=0
+for n in "${NAMES[@]}"; do
+    code=$(curl -sS --max-time 10 -o "$GW_TMP/push.json" -w '%{http_code}' \
+        -X POST -H "Authorization: Bearer $TOKEN" \
+        -H 'Content-Type: application/json' \
+        --data "{\"type\":\"alert\",\"status\":\"S\",\"message\":\"from $n\",\"emotion\":\"happy\"}" \
+        "$(base "$n")/api/devices/${DEV_ID[d1]}/commands")
+    [ "$code" = 200 ] &&
+        wait_for_line "$GW_TMP/d1.out" "< alert status=S message=from $n " ||
+        fails=$((fails + 1))
+done
+check "an alert to d1 (${OWNER[d1]}'s) through each instance reaches it" \
+    test "$fails" = 0
+code=$(curl -sS --max-time 20 -o "$GW_TMP/bc.json" -w '%{http_code}' \
+    -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    --data '{"to":{"all":true},"message":{"type":"mcp","payload":{"method":"tools/call","params":{"name":"self.sim.echo","arguments":{"text":"bc"}}}}}' \
+    "$(base gw-c)/api/broadcast")
+echo "#   broadcast: $code $(jq -c '{sent, failed}' "$GW_TMP/bc.json" 2>/dev/null)"
+check "a broadcast tools/call through gw-c is answered by all nine devices" \
+    jq -e '.sent == 9 and .failed == 0 and
+        ([.results[] | select(.success and (tostring | test("bc")))] | length == 9)' \
+    "$GW_TMP/bc.json"
+
 echo "# 3. MCP clients through each instance"
 for n in "${NAMES[@]}"; do
     r=$(sdk --url "$(base "$n")/mcp")

@@ -6,7 +6,9 @@
 # depend on affinity is checked with two: each device's MCP client runs on
 # its owner only, and the device's answers that the broker hands to the
 # other member are carried to the owner, so API calls through either
-# instance reach every device.
+# instance reach every device. Last, a draining member that still gets
+# its share carries new hellos and their conversations to the running
+# one: every conversation holds although Mosquitto has no affinity.
 GW=$1
 src=$2
 SIM=$3
@@ -17,6 +19,9 @@ TOKEN=it-bearer-sh4r
 MKEY=It-Manager-Sh9q
 
 start_plugin_broker broker || bail "the broker starts"
+start_backend hold --turn-frames 0 --no-decode ||
+    bail "the holding backend starts"
+HOLD_PORT=$BACKEND_PORT
 start_backend mock --turn-frames 3 --tts-frames 3 --no-decode ||
     bail "the backend starts"
 
@@ -24,10 +29,17 @@ declare -A HTTP PID LOGF DEV_ID DEV_PID
 config() {
     write_gateway_config "$GW_TMP/$1.in"
     HTTP[$1]=$(free_port)
+    # GID_keep talks to a backend that never ends a turn: its device
+    # sends nothing over MQTT after its listen start.
     jq --arg n "$1" --argjson h "${HTTP[$1]}" --arg t "$TOKEN" --arg m "$MKEY" \
+        --arg hold "ws://127.0.0.1:$HOLD_PORT/xiaozhi/v1/" \
         '.mqtt.client_id = "hybridgw-" + $n | .log.level = "debug"
+         | .backends += [{ "name": "hold", "url": $hold }]
+         | .routes = [{ "match": { "groups": ["GID_keep"] }, "backends": ["hold"] },
+                      { "match": {}, "backends": ["mock"] }]
          | .http = { "port": $h, "token": $t, "manager_key": $m }
-         | .cluster = { "mode": "shared", "instance": $n }' \
+         | .cluster = { "mode": "shared", "instance": $n,
+                        "drain_deadline_s": 60 }' \
         "$GW_TMP/$1.in" >"$GW_TMP/$1.json"
 }
 start() {
@@ -114,8 +126,55 @@ for n in sh-a sh-b; do
         test "$(metric "$n" hybridgw_cluster_messages_refused_total)" = 0
 done
 for d in "${devs[@]}"; do end_device "$d" >/dev/null; done
-for n in sh-a sh-b; do
-    stop_pid "${PID[$n]}"
-    check "$n stops cleanly (exit $EXIT_CODE)" test "$EXIT_CODE" = 0
+
+echo "# 3. a draining member carries new conversations to the running one"
+stop_pid "${PID[sh-a]}"
+check "sh-a stops cleanly (exit $EXIT_CODE)" test "$EXIT_CODE" = 0
+check "sh-b sees itself alone" wait_until 20 sees sh-b 1
+KEEP=GID_keep@@@02_00_00_00_05_01@@@keeper
+"$SIM" device --broker "127.0.0.1:$BROKER_PORT" --key "$PLUGIN_KEY" \
+    --client-id "$KEEP" --frames 0 --turns 1 --json >"$GW_TMP/keeper.out" \
+    2>>"$GW_TMP/devices.err" &
+keeper=$!
+peer_log "$GW_TMP/keeper.out"
+live_on() { [ "$(metric "$1" hybridgw_sessions)" = "$2" ]; }
+check "a long conversation runs on sh-b" wait_until 20 live_on sh-b 1
+code=$(curl -sS --max-time 5 -o /dev/null -w '%{http_code}' -X POST \
+    -H "Authorization: Bearer $TOKEN" "$(base sh-b)/api/drain")
+check "sh-b drains ($code)" test "$code" = 202
+start sh-a
+check "sh-b sees sh-a running again" wait_until 20 sees sh-b 1
+check "and sh-a sees itself the only running one" wait_until 20 sees sh-a 1
+started_b=$(metric sh-b hybridgw_sessions_started_total)
+short=(s1 s2 s3 s4 s5 s6 s7 s8)
+i=0
+for d in "${short[@]}"; do
+    i=$((i + 1))
+    named_device sh "$d" "5$i" --turns 1 --fast
 done
+bad=0
+for d in "${short[@]}"; do
+    wait "${DEV_PID[$d]}" || true
+    r=$(tail -n 1 "$GW_TMP/$d.out")
+    jq -e '.ok == true' <<<"$r" >/dev/null || {
+        bad=$((bad + 1))
+        echo "#   $d: $r"
+    }
+done
+check "8 of 8 conversations complete, each hello answered once" test "$bad" = 0
+out=$(metric sh-b 'hybridgw_cluster_device_messages_total{direction="out"}')
+in=$(metric sh-a 'hybridgw_cluster_device_messages_total{direction="in"}')
+echo "#   carried by sh-b: $out; taken by sh-a: $in"
+check "sh-b carried its share to sh-a" test "$out" -gt 0
+check "sh-b took no new conversation" \
+    test "$(metric sh-b hybridgw_sessions_started_total)" = "$started_b"
+check "sh-b's long conversation is still there" \
+    test "$(metric sh-b hybridgw_sessions)" = 1
+kill -INT "$keeper" 2>/dev/null
+wait_for_exit "$keeper" >/dev/null || kill -KILL "$keeper" 2>/dev/null
+wait_for_exit "${PID[sh-b]}" 30
+check "with its last conversation over, sh-b exits 0 ($EXIT_CODE)" \
+    test "$EXIT_CODE" = 0
+stop_pid "${PID[sh-a]}"
+check "sh-a stops cleanly (exit $EXIT_CODE)" test "$EXIT_CODE" = 0
 finish
