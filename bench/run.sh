@@ -17,6 +17,11 @@
 #   BENCH_GW=path/to/hybridgw      another gateway binary (a previous build,
 #                                  for a side-by-side ratio)
 #   BENCH_REPORT=file              where the report goes (bench/REPORT.md)
+#   BENCH_SYSCALLS=0               skip counting system calls (perf stat on
+#                                  the raw_syscalls and syscalls tracepoints,
+#                                  the gateway over the steady window and the
+#                                  floor relay over its run; on by default
+#                                  when perf can)
 #
 # Network namespaces (BENCH_NET=netns): the gateway and mosquitto share
 # one, the devices and the backend each have their own, joined to it by
@@ -49,6 +54,7 @@ sim=build/plain/tools/hybridgw-sim
 floor_bin=build/plain/bench/loopback_floor
 hz=$(getconf CLK_TCK)
 rows=()
+sc_rows=()
 
 . scripts/lib.sh
 tmp=$GW_TMP
@@ -182,6 +188,43 @@ relayed() { # PID LOG
 }
 
 # percentiles FILE: "p50 p99 max" of one number per line, in ms.
+# The system calls counted one by one: what a relay's loop makes; the
+# total (raw_syscalls) counts every other one too. A short list keeps
+# perf's setup short, so all counters run over the same time.
+sc_events=raw_syscalls:sys_enter
+for c in read write readv writev sendto sendmsg sendmmsg recvfrom recvmsg \
+    recvmmsg epoll_wait epoll_pwait epoll_ctl clock_nanosleep nanosleep \
+    timerfd_settime getpid futex; do
+    sc_events+=,syscalls:sys_enter_$c
+done
+# syscalls_per FILE PACKETS: "total name:n name:n ..." per packet from a
+# perf stat -x, file, the five most frequent calls named.
+syscalls_per() {
+    awk -F, -v p="$2" '$1 ~ /^[0-9]+$/ && $3 == "raw_syscalls:sys_enter" {
+            total = $1; next }
+        $3 ~ /^syscalls:sys_enter_/ && $1 ~ /^[0-9]+$/ && $1 > 0 {
+            name = $3; sub(/^syscalls:sys_enter_/, "", name)
+            n[name] = $1 }
+        END {
+            if (p <= 0 || total == 0) { print "-"; exit }
+            out = sprintf("%.2f", total / p)
+            for (k = 0; k < 5; k++) {
+                best = ""; bv = 0
+                for (x in n) if (n[x] > bv) { bv = n[x]; best = x }
+                if (best == "") break
+                out = out sprintf(" %s:%.2f", best, bv / p)
+                delete n[best]
+            }
+            print out }' "$1"
+}
+syscalls_on=${BENCH_SYSCALLS:-1}
+if [[ $syscalls_on == 1 ]] &&
+    ! perf stat -x, -e 'syscalls:sys_enter_read' -o /dev/null -- true 2>/dev/null; then
+    syscalls_on=0
+fi
+# Hundreds of tracepoints per thread: perf needs the descriptors.
+ulimit -n 65536 2>/dev/null || true
+
 percentiles() {
     sort -n "$1" | awk '{ v[NR] = $1 } END {
         if (NR == 0) { print "- - -"; exit }
@@ -251,6 +294,10 @@ EOF
     if [[ -n ${BENCH_PERF:-} ]]; then
         perf record -F 1000 -g -p "$g" -o "$BENCH_PERF.$n" \
             -- sleep $((seconds - ramp_s - 2)) >/dev/null 2>&1
+    elif [[ $syscalls_on == 1 ]]; then
+        perf stat -x, -e "$sc_events" -p "$g" \
+            -o "$dir/gw.syscalls" -- sleep $((seconds - ramp_s - 2)) \
+            >/dev/null 2>&1
     else
         sleep $((seconds - ramp_s - 2))
     fi
@@ -306,10 +353,29 @@ EOF
         floor_args=(--relay-ip "$gw_ip" --sink-ip "$be_ip"
             --source-netns hbbench-dev --sink-netns hbbench-be)
     fi
-    floor=$("${in_gw[@]}" "$floor_bin" --conns "$n" --rate $((n * 1000 / 60)) \
-        --seconds $((seconds < 12 ? seconds : 12)) "${floor_args[@]}" |
-        jq -r .us_per_packet)
+    local floor_perf=()
+    if [[ $syscalls_on == 1 ]]; then
+        floor_perf=(perf stat -x, --no-inherit -e "$sc_events"
+            -o "$dir/floor.syscalls" --)
+    fi
+    "${in_gw[@]}" "${floor_perf[@]}" "$floor_bin" --conns "$n" \
+        --rate $((n * 1000 / 60)) --seconds $((seconds < 12 ? seconds : 12)) \
+        "${floor_args[@]}" >"$dir/floor.json"
+    floor=$(jq -r .us_per_packet "$dir/floor.json")
+    local sc_gw=- sc_floor=-
+    if [[ $syscalls_on == 1 ]]; then
+        # perf counts while its sleep runs; the window around it is a
+        # little longer (perf's setup, the counter reads): the packets of
+        # perf's own time are the window's rate times its sleep.
+        local perf_packets
+        perf_packets=$(echo "scale=0; $packets * ($seconds - $ramp_s - 2) / ($t1 - $t0)" | bc)
+        sc_gw=$(syscalls_per "$dir/gw.syscalls" "$perf_packets")
+        sc_floor=$(syscalls_per "$dir/floor.syscalls" \
+            "$(jq -r .packets_all "$dir/floor.json")")
+    fi
+    sc_rows+=("| $n | ${sc_gw%% *} | ${sc_floor%% *} | ${sc_gw#* } | ${sc_floor#* } |")
     rows+=("| $n | $ok | $pps | $cpu_pct % | **$us_per_packet** | $floor | $napi_us | $rl50 / **$rl99** ($rlshare %) | $up50 / $up99 / $upmax | $dn50 / $dn99 / $dnmax | $((up_sent - up_recv)) of $up_sent | $((down_sent - down_recv)) of $down_sent | $vdrops / $rbdrops | $rss_per |")
+    echo "bench: $n sessions: system calls per packet, gateway $sc_gw; floor $sc_floor"
     echo "bench: $n sessions ($net): ${us_per_packet} us/packet (floor $floor), relay p99 ${rl99} ms (${rlshare} % <= 2 ms), end-to-end up p99 ${up99} ms, loss up $((up_sent - up_recv)) down $((down_sent - down_recv)) (veth $vdrops, socket buffer $rbdrops), ${rss_per} KiB/session"
 }
 
@@ -343,6 +409,17 @@ fi
     echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
     echo
+    if [[ $syscalls_on == 1 ]]; then
+        echo "System calls per relayed packet (perf stat: raw_syscalls:sys_enter for"
+        echo "all of them, syscalls:sys_enter_<name> for the usual ones; the gateway"
+        echo "over the steady window, the floor relay over its whole run), with the"
+        echo "five most frequent:"
+        echo
+        echo "| sessions | gateway | floor | gateway's most frequent | floor's most frequent |"
+        echo "|---|---|---|---|---|"
+        printf '%s\n' "${sc_rows[@]}"
+        echo
+    fi
     echo "- CPU: utime+stime of the gateway from /proc over the steady window,"
     echo "  divided by the audio packets it relayed in that window (its own"
     echo "  counters, both directions)."
