@@ -237,10 +237,12 @@ run_one() {
     local n=$1 dir=$tmp/n$1
     mkdir -p "$dir"
     local bp wp up hp
-    bp=$("$sim" free-port)
-    wp=$("$sim" free-port)
-    up=$("$sim" free-port --udp)
-    hp=$("$sim" free-port)
+    # Each port free where it is bound: the broker's, the gateway's UDP
+    # and HTTP in the gateway's namespace, the backend's in its own.
+    bp=$("${in_gw[@]}" "$sim" free-port)
+    wp=$("${in_be[@]}" "$sim" free-port)
+    up=$("${in_gw[@]}" "$sim" free-port --udp)
+    hp=$("${in_gw[@]}" "$sim" free-port)
     printf 'listener %s %s\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\nmax_queued_messages 10000\nlog_dest stderr\nlog_type information\n' \
         "$bp" "$([[ $net == netns ]] && echo 0.0.0.0 || echo 127.0.0.1)" \
         >"$dir/mosquitto.conf"
