@@ -48,6 +48,9 @@ struct gw_udp_audio {
     uv_timer_t rx_timer;           /* ends a pause in reading */
     int handles_open;              /* closes still to come */
     unsigned rx_cycle;             /* datagrams since the last pause */
+    uint64_t rx_window_ms;         /* start of the current rate window */
+    unsigned rx_window_count;      /* datagrams read in it */
+    unsigned rx_rate;              /* datagrams of the last whole window */
     bool rx_poll_open;             /* rx_poll was initialised */
     bool rx_stamped;               /* the kernel timestamps each datagram */
     bool closing;                  /* gw_udp_audio_close() was called */

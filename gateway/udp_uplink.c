@@ -26,10 +26,18 @@
  * reading goes on without a pause, which bounds what queues in the socket
  * buffer; one callback reads at most RX_ROUNDS batches, so a flood cannot
  * keep the loop from its other sockets.
+ *
+ * A pause costs a poll stop and start (two epoll_ctl) and a wakeup, about
+ * four system calls; below RX_SLOW datagrams per RX_WINDOW_MS it would
+ * gather fewer than two datagrams for them, more than reading each one
+ * on its own wakeup costs, and reading goes on without pauses (with no
+ * added delay either). The rate is the last whole window's.
  */
-#define RX_PAUSE_MS 1
-#define RX_BUSY     64
-#define RX_ROUNDS   8
+#define RX_PAUSE_MS  1
+#define RX_BUSY      64
+#define RX_ROUNDS    8
+#define RX_WINDOW_MS 10
+#define RX_SLOW      20 /* per RX_WINDOW_MS: 2 a millisecond */
 
 const uint32_t gw_udp_relay_bounds_us[GW_UDP_RELAY_BUCKETS] = {
     50,   100,  250,  500,   750,   1000,  1500,
@@ -433,7 +441,7 @@ static void on_rx_timer(uv_timer_t *timer)
 /* The socket is drained: stop reading for a while (see RX_PAUSE_MS). */
 static void pause_reading(struct gw_udp_audio *ua)
 {
-    if (ua->rx_cycle >= RX_BUSY) {
+    if (ua->rx_cycle >= RX_BUSY || ua->rx_rate < RX_SLOW) {
         ua->rx_cycle = 0;
         return;
     }
@@ -477,6 +485,21 @@ static void note_relay(struct gw_udp_audio *ua, int64_t since_us)
     ua->stats.relay_sum_us += us;
 }
 
+/* The arrival rate that decides whether to pause (RX_SLOW). */
+static void count_rate(struct gw_udp_audio *ua, unsigned n)
+{
+    uint64_t now = uv_now(ua->loop);
+
+    if (now - ua->rx_window_ms >= RX_WINDOW_MS) {
+        /* A window with no read at all (idle) counts as slow too. */
+        ua->rx_rate =
+            now - ua->rx_window_ms < 2 * RX_WINDOW_MS ? ua->rx_window_count : 0;
+        ua->rx_window_ms = now;
+        ua->rx_window_count = 0;
+    }
+    ua->rx_window_count += n;
+}
+
 /* One recvmmsg; returns the datagrams read, 0 when drained, or < 0. */
 static int read_batch(struct gw_udp_audio *ua, int fd)
 {
@@ -494,6 +517,7 @@ static int read_batch(struct gw_udp_audio *ua, int fd)
     if (n < 0) {
         return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
     }
+    count_rate(ua, (unsigned)n);
     for (int i = 0; i < n && !ua->closing; i++) {
         struct msghdr *m = &ua->rx_msgs[i].msg_hdr;
         uint64_t accepted = ua->stats.rx_audio;
