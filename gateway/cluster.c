@@ -540,14 +540,12 @@ static void on_probe_reply(struct gw_cluster *c, const uint8_t *payload,
 }
 
 /* <prefix>/<name>/catalog, prefix of plen bytes already matched. */
-static bool is_catalog(const struct gw_cluster *c, const char *topic,
-                       size_t plen)
+static bool is_catalog(const char *topic, size_t plen)
 {
     static const char tail[] = "/catalog";
     const char *level = topic + plen + 1;
     const char *slash = strchr(level, '/');
 
-    (void)c;
     return slash != NULL && slash != level && strcmp(slash, tail) == 0;
 }
 
@@ -567,7 +565,7 @@ bool gw_cluster_on_message(struct gw_cluster *c, const char *topic,
     if (c->closing || c->phase == GW_CLUSTER_REFUSED) {
         return true;
     }
-    if (strcmp(topic, c->rpc_topic) == 0 || is_catalog(c, topic, plen)) {
+    if (strcmp(topic, c->rpc_topic) == 0 || is_catalog(topic, plen)) {
         if (c->env.on_peer_message != NULL && live(c)) {
             c->env.on_peer_message(c->env.arg, payload, len);
         }

@@ -812,26 +812,35 @@ void gw_mcp_link_on_remote_reply(struct gw_mcp_link *link, uint32_t id,
            outcome == GW_MCP_OK ? NULL : error);
 }
 
-bool gw_mcp_outcome_parse(const char *name, enum gw_mcp_outcome *out)
+/* The index of name in names[0..n), or -1. */
+static int name_index(const char *const *names, int n, const char *name)
 {
-    for (int i = 0; i < GW_MCP_OUTCOME_COUNT_; i++) {
-        if (strcmp(name, outcome_names[i]) == 0) {
-            *out = (enum gw_mcp_outcome)i;
-            return true;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(name, names[i]) == 0) {
+            return i;
         }
     }
-    return false;
+    return -1;
+}
+
+bool gw_mcp_outcome_parse(const char *name, enum gw_mcp_outcome *out)
+{
+    int i = name_index(outcome_names, GW_MCP_OUTCOME_COUNT_, name);
+
+    if (i >= 0) {
+        *out = (enum gw_mcp_outcome)i;
+    }
+    return i >= 0;
 }
 
 bool gw_mcp_origin_parse(const char *name, enum gw_mcp_origin *out)
 {
-    for (int i = 0; i < GW_MCP_ORIGIN_COUNT_; i++) {
-        if (strcmp(name, origin_names[i]) == 0) {
-            *out = (enum gw_mcp_origin)i;
-            return true;
-        }
+    int i = name_index(origin_names, GW_MCP_ORIGIN_COUNT_, name);
+
+    if (i >= 0) {
+        *out = (enum gw_mcp_origin)i;
     }
-    return false;
+    return i >= 0;
 }
 
 int gw_mcp_link_respond(struct gw_mcp_link *link, const cJSON *id,

@@ -273,6 +273,13 @@ daily_token() {
     printf '%s%s' "$day" "$1" | sha256sum | cut -d' ' -f1
 }
 
+# gw_metric URL KEY [TOKEN]: the value of KEY in the /metrics at URL (a
+# gateway's HTTP base), 0 if absent; TOKEN when http.token guards it.
+gw_metric() {
+    curl -s --max-time 5 ${3:+-H "Authorization: Bearer $3"} "$1/metrics" |
+        awk -v k="$2" 'index($0, k " ") == 1 { v = $NF } END { print v + 0 }'
+}
+
 # mcp_tools_ready: true when node and the SDK of tests/mcp are installed
 # (scripts/setup.sh does it). Callers set src (the source tree).
 mcp_tools_ready() {

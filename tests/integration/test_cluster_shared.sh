@@ -48,11 +48,7 @@ start() {
     LOGF[$1]=$GW_LOG
 }
 base() { echo "http://127.0.0.1:${HTTP[$1]}"; }
-metric() {
-    curl -s --max-time 5 -H "Authorization: Bearer $TOKEN" \
-        "$(base "$1")/metrics" |
-        awk -v k="$2" 'index($0, k " ") == 1 { v = $NF } END { print v + 0 }'
-}
+metric() { gw_metric "$(base "$1")" "$2" "$TOKEN"; }
 sees() {
     [ "$(metric "$1" 'hybridgw_cluster_instances{state="running"}')" = "$2" ]
 }
