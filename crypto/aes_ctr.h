@@ -5,8 +5,11 @@
 #ifndef GW_CRYPTO_AES_CTR_H
 #define GW_CRYPTO_AES_CTR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <nettle/aes.h>
 
 #include "common/error.h"
 
@@ -15,25 +18,31 @@
 
 /*
  * One context serves one session and one direction (uplink decrypt or
- * downlink encrypt): it holds the expanded key, and the per-packet state
- * it keeps is reset by every gw_aes_ctr_apply(). It is not thread-safe,
- * which is fine on the single loop thread.
+ * downlink encrypt): it holds the expanded key and nothing else, so apply
+ * only reads it. Its fields are visible so that the hot path can embed
+ * it (the UDP peer does); use the functions below, not the fields.
  */
-struct gw_aes_ctr;
+struct gw_aes_ctr {
+    struct aes128_ctx key; /* Nettle's expanded key, 176 bytes */
+    bool keyed;            /* set_key ran; apply is refused before */
+};
+
+/* An embedded context with no key; gw_aes_ctr_clear wipes it after use. */
+void gw_aes_ctr_init(struct gw_aes_ctr *c);
+void gw_aes_ctr_clear(struct gw_aes_ctr *c);
 
 /*
- * Allocates a context with no key. This is the only allocation: set_key
- * and apply reuse it. Returns 0, GW_ENOMEM or GW_ECRYPTO.
+ * A context of its own allocation, with no key. Returns 0, GW_EINVAL or
+ * GW_ENOMEM.
  */
 GW_MUST_CHECK int gw_aes_ctr_create(struct gw_aes_ctr **out);
 
-/* Frees the context; OpenSSL clears the key schedule. NULL is a no-op. */
+/* Wipes the key schedule and frees the context. NULL is a no-op. */
 void gw_aes_ctr_destroy(struct gw_aes_ctr *c);
 
 /*
  * Installs a key: the key schedule is expanded here, once per hello, not
- * per packet. A context may be re-keyed. Returns 0, GW_EINVAL or
- * GW_ECRYPTO.
+ * per packet. A context may be re-keyed. Returns 0 or GW_EINVAL.
  */
 GW_MUST_CHECK int gw_aes_ctr_set_key(struct gw_aes_ctr *c,
                                      const uint8_t key[GW_AES_CTR_KEY_LEN]);
@@ -42,11 +51,11 @@ GW_MUST_CHECK int gw_aes_ctr_set_key(struct gw_aes_ctr *c,
  * Encrypts or decrypts (the same operation in CTR) len bytes of in into
  * out, starting the counter at iv; the full 128-bit block is incremented
  * big-endian, as the firmware's mbedTLS does. in == out is allowed;
- * partially overlapping buffers are not. Only the IV is reset per call:
- * no allocation, no key expansion. Returns 0, GW_EINVAL (no key yet,
- * NULL buffer with len > 0, len > INT_MAX) or GW_ECRYPTO.
+ * partially overlapping buffers are not. The context is only read: no
+ * allocation, no key expansion. Returns 0 or GW_EINVAL (no key yet, NULL
+ * buffer with len > 0, len > INT_MAX).
  */
-GW_MUST_CHECK int gw_aes_ctr_apply(struct gw_aes_ctr *c,
+GW_MUST_CHECK int gw_aes_ctr_apply(const struct gw_aes_ctr *c,
                                    const uint8_t iv[GW_AES_CTR_IV_LEN],
                                    const uint8_t *in, uint8_t *out, size_t len);
 

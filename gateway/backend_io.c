@@ -15,22 +15,33 @@
 #define TX_MAX_MSGS  256
 #define TX_MAX_BYTES (1024 * 1024)
 #define POOL_KEEP    8 /* spare buffers kept per connection */
-/* Pooled buffers fit any audio frame and most JSON messages. */
-#define POOL_PAYLOAD                                                           \
-    (GW_AUDIO_FRAME_MAX_HEADER_LEN + GW_AUDIO_FRAME_MAX_PAYLOAD)
+/*
+ * A buffer's room: at least POOL_MIN (an Opus frame of the usual bitrates,
+ * most JSON messages), else what the message needs; spares are kept up to
+ * POOL_MAX, which holds any audio frame, PCM ones included. A connection
+ * therefore keeps buffers the size of its own traffic, not of the largest
+ * frame (memory per session: bench/NOTES.md).
+ */
+#define POOL_MIN 512
+#define POOL_MAX                                                               \
+    (GW_AUDIO_FRAME_MAX_HEADER_LEN + GW_AUDIO_FRAME_PCM16_MAX_PAYLOAD)
 
 /* ---- buffers ---------------------------------------------------------- */
 
 static struct tx_msg *msg_get(struct gw_backend_conn *conn, size_t len)
 {
-    struct tx_msg *msg;
+    struct tx_msg *msg = conn->spare;
 
-    if (len <= POOL_PAYLOAD && conn->spare != NULL) {
-        msg = conn->spare;
+    if (msg != NULL) {
         conn->spare = msg->next;
         conn->spare_count--;
-    } else {
-        size_t cap = len <= POOL_PAYLOAD ? POOL_PAYLOAD : len;
+        if (msg->cap < len) { /* too small: make one that fits */
+            free(msg);
+            msg = NULL;
+        }
+    }
+    if (msg == NULL) {
+        size_t cap = len < POOL_MIN ? POOL_MIN : len;
         msg = malloc(sizeof(*msg) + LWS_PRE + cap);
         if (msg == NULL) {
             return NULL;
@@ -44,7 +55,7 @@ static struct tx_msg *msg_get(struct gw_backend_conn *conn, size_t len)
 
 static void msg_put(struct gw_backend_conn *conn, struct tx_msg *msg)
 {
-    if (msg->cap == POOL_PAYLOAD && conn->spare_count < POOL_KEEP) {
+    if (msg->cap <= POOL_MAX && conn->spare_count < POOL_KEEP) {
         msg->next = conn->spare;
         conn->spare = msg;
         conn->spare_count++;
@@ -235,10 +246,26 @@ static int write_msg(struct gw_backend_conn *conn, struct lws *wsi,
     return 0;
 }
 
+/* Takes the oldest queued message off the queue. */
+static struct tx_msg *queue_pop(struct gw_backend_conn *conn)
+{
+    struct tx_msg *msg = conn->tx_head;
+
+    if (msg != NULL) {
+        conn->tx_head = msg->next;
+        if (conn->tx_head == NULL) {
+            conn->tx_tail = NULL;
+        }
+        conn->tx_count--;
+        conn->tx_bytes -= msg->len;
+    }
+    return msg;
+}
+
 /* One message per writable event; the close frame goes after the last. */
 int gw_backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi)
 {
-    struct tx_msg *msg = conn->tx_head;
+    struct tx_msg *msg = queue_pop(conn);
 
     if (msg == NULL) {
         if (conn->state == CONN_CLOSING && !conn->close_sent) {
@@ -246,12 +273,6 @@ int gw_backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi)
         }
         return 0;
     }
-    conn->tx_head = msg->next;
-    if (conn->tx_head == NULL) {
-        conn->tx_tail = NULL;
-    }
-    conn->tx_count--;
-    conn->tx_bytes -= msg->len;
     if (write_msg(conn, wsi, msg) < 0) {
         return -1;
     }
@@ -295,17 +316,20 @@ static bool can_write_now(const struct gw_backend_conn *conn)
            conn->bws->in_lws == 0 && !lws_partial_buffered(conn->wsi);
 }
 
-static void queue_push(struct gw_backend_conn *conn, struct tx_msg *msg)
+/* Not inside a callback, a failed write cannot return -1: lws closes the
+ * connection from its loop, and on_close follows. */
+static bool write_now(struct gw_backend_conn *conn, struct tx_msg *msg)
 {
-    if (can_write_now(conn)) {
-        if (write_msg(conn, conn->wsi, msg) < 0) {
-            /* Not inside a callback, so it cannot return -1: lws closes
-             * the connection from its loop, and on_close follows. */
-            lws_set_timeout(conn->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT,
-                            LWS_TO_KILL_ASYNC);
-        }
-        return;
+    if (write_msg(conn, conn->wsi, msg) < 0) {
+        lws_set_timeout(conn->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT,
+                        LWS_TO_KILL_ASYNC);
+        return false;
     }
+    return true;
+}
+
+static void queue_append(struct gw_backend_conn *conn, struct tx_msg *msg)
+{
     if (conn->tx_tail != NULL) {
         conn->tx_tail->next = msg;
     } else {
@@ -314,13 +338,84 @@ static void queue_push(struct gw_backend_conn *conn, struct tx_msg *msg)
     conn->tx_tail = msg;
     conn->tx_count++;
     conn->tx_bytes += msg->len;
+}
+
+static void queue_push(struct gw_backend_conn *conn, struct tx_msg *msg)
+{
+    if (can_write_now(conn)) {
+        if (!conn->bws->holding) {
+            (void)write_now(conn, msg);
+            return;
+        }
+        /* Held: release writes it (an empty queue was not held yet). */
+        gw_list_insert_tail(&conn->bws->held, &conn->held);
+        queue_append(conn, msg);
+        return;
+    }
+    queue_append(conn, msg);
     /*
      * A non-empty queue always has a write request pending (on_writeable
-     * renews it; on_established makes the first after connecting), so
-     * only the first message of an empty queue asks.
+     * renews it; on_established makes the first after connecting) or is
+     * held, so only the first message of an empty queue asks.
      */
     if (conn->state == CONN_OPEN && conn->tx_count == 1) {
         lws_callback_on_writable(conn->wsi);
+    }
+}
+
+void gw_backend_conn_warm(const struct gw_backend_conn *conn, unsigned step)
+{
+    if (step == 0) {
+        __builtin_prefetch(&conn->state);
+        __builtin_prefetch(&conn->framing);
+        __builtin_prefetch(&conn->tx_head);
+        __builtin_prefetch(&conn->wsi);
+        return;
+    }
+    if (conn->spare != NULL) {
+        /* The buffer's head and the frame written after LWS_PRE. */
+        __builtin_prefetch(conn->spare, 1);
+        __builtin_prefetch((const char *)conn->spare + 64, 1);
+        __builtin_prefetch((const char *)conn->spare + 128, 1);
+        __builtin_prefetch((const char *)conn->spare + 192, 1);
+    }
+    if (conn->wsi != NULL) {
+        /* lws's connection: its first lines hold what lws_write checks. */
+        for (int off = 0; off < 256; off += 64) {
+            __builtin_prefetch((const char *)conn->wsi + off);
+        }
+    }
+}
+
+void gw_backend_ws_hold(struct gw_backend_ws *bws)
+{
+    bws->holding = true;
+}
+
+/*
+ * Each held connection's queue goes out as the direct write would have
+ * sent it; what the socket does not take (or a connection that began
+ * closing meanwhile, whose close asked for a writable event) goes on
+ * through writable events as usual.
+ */
+void gw_backend_ws_release(struct gw_backend_ws *bws)
+{
+    struct gw_list *node;
+
+    bws->holding = false;
+    while ((node = gw_list_first(&bws->held)) != NULL) {
+        struct gw_backend_conn *conn =
+            GW_LIST_ENTRY(node, struct gw_backend_conn, held);
+
+        gw_list_unlink(node);
+        bool ok = true;
+        while (ok && conn->tx_head != NULL && conn->state == CONN_OPEN &&
+               bws->in_lws == 0 && !lws_partial_buffered(conn->wsi)) {
+            ok = write_now(conn, queue_pop(conn));
+        }
+        if (ok && conn->tx_head != NULL && conn->state == CONN_OPEN) {
+            lws_callback_on_writable(conn->wsi);
+        }
     }
 }
 

@@ -341,6 +341,7 @@ int gw_backend_conn_open(struct gw_backend_ws *bws,
     uv_update_time(bws->loop);
     conn->started_ms = uv_now(bws->loop);
     gw_list_insert_head(&bws->conns, &conn->link);
+    gw_list_init(&conn->held);
     bws->stats.live++;
     uv_timer_init(bws->loop, &conn->timer);
     conn->timer.data = conn;

@@ -54,6 +54,7 @@ static void on_conn_closed(uv_handle_t *handle)
     struct gw_backend_ws *bws = conn->bws;
 
     gw_list_unlink(&conn->link);
+    gw_list_unlink(&conn->held);
     bws->stats.live--;
     gw_log(GW_LOG_INFO, conn->subject, "backend %s closed after %llu ms: %s",
            conn->name,
@@ -311,6 +312,7 @@ int gw_backend_ws_init(uv_loop_t *loop, const char *ca_file,
         return GW_ENOMEM;
     }
     gw_list_init(&bws->conns);
+    gw_list_init(&bws->held);
     if (gw_dns_create(loop, NULL, &bws->dns) != 0) {
         free(bws);
         return GW_ENOMEM;

@@ -108,6 +108,25 @@ void gw_backend_ws_get_dns_stats(const struct gw_backend_ws *bws,
 void gw_backend_ws_set_ping(struct gw_backend_ws *bws, unsigned secs);
 
 /*
+ * A burst of writes: between hold and release, a message that would go to
+ * its socket at once waits in its connection's queue instead, and release
+ * sends them all, each connection's in order. The uplink holds around each
+ * batch of datagrams it reads, so that the batch's sends follow one
+ * another without the per-packet work in between: the kernel's send path
+ * stays warm and the receiving side is woken once per burst, not once per
+ * packet (docs/architecture.md, section 3). Not nested.
+ */
+void gw_backend_ws_hold(struct gw_backend_ws *bws);
+void gw_backend_ws_release(struct gw_backend_ws *bws);
+
+/*
+ * Prefetches what sending a frame on conn reads: step 0 the connection's
+ * own fields, 1 its spare buffer and the lws connection (see
+ * gw_session_warm). Only prefetches; any conn state is fine.
+ */
+void gw_backend_conn_warm(const struct gw_backend_conn *conn, unsigned step);
+
+/*
  * Calls cb for every backend a connection has been opened to since init,
  * in no set order, with its drop counters (zero until a drop).
  */

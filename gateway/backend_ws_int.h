@@ -21,8 +21,11 @@
 #include "gateway/backend_ws.h"
 #include "gateway/lws_uv.h"
 
-#define PROTOCOL_NAME   "gw-backend"
-#define RX_CHUNK        4096 /* lws reads a message in pieces of this size */
+#define PROTOCOL_NAME "gw-backend"
+/* lws hands a message over in pieces of at most this size, from a buffer
+ * of this size per connection: above any Opus frame (1484 + header), so
+ * audio comes in one piece; larger messages are joined by backend_msg.c. */
+#define RX_CHUNK        2048
 #define CLOSE_LINGER_MS 3000 /* bound on our close handshake */
 /* lws's own stage timeouts stay above any connect_timeout_ms (<= 120 s),
  * so that ours, which count the whole connect, always fire first. */
@@ -48,6 +51,7 @@ enum conn_state {
 struct gw_backend_conn {
     struct gw_backend_ws *bws;
     struct gw_list link; /* on bws->conns */
+    struct gw_list held; /* on bws->held while its writes wait (hold) */
     struct lws *wsi;     /* NULL once unhooked */
     uv_timer_t timer;    /* connect timeout, close linger; its close is ours */
     enum conn_state state;
@@ -125,6 +129,10 @@ struct gw_backend_ws {
     void *close_arg;
     struct gw_backend_ws_stats stats;
     unsigned in_lws; /* depth of lws callbacks running now */
+    /* Between gw_backend_ws_hold and _release: connections whose writes
+     * wait in their queue, in the order of their first one. */
+    bool holding;
+    struct gw_list held;
     /* Every connection's ping/pong when idle: lws keeps the pointer
      * and reads the values when it schedules a check. */
     lws_retry_bo_t retry;

@@ -33,6 +33,26 @@ static void on_uplink(struct gw_udp_peer *peer, uint32_t timestamp,
     gw_session_on_uplink(owner, timestamp, opus, len);
 }
 
+static void on_uplink_warm(void *owner, unsigned step)
+{
+    gw_session_warm(owner, step);
+}
+
+/* A batch's frames go to the backends as one burst of sends. */
+static void on_uplink_batch(void *arg, bool end)
+{
+    struct gw_instance *inst = arg;
+
+    if (inst->bws == NULL) {
+        return;
+    }
+    if (end) {
+        gw_backend_ws_release(inst->bws);
+    } else {
+        gw_backend_ws_hold(inst->bws);
+    }
+}
+
 /* ---- lifecycle ---- */
 
 /* The outbox hears the broker first: what waits for a device goes out
@@ -356,6 +376,9 @@ static int start_parts(struct gw_instance *inst)
         .bind_host = cfg->udp.bind,
         .port = cfg->udp.port,
         .on_audio = on_uplink,
+        .on_batch = on_uplink_batch,
+        .batch_arg = inst,
+        .on_warm = on_uplink_warm,
     };
     int rc = gw_udp_audio_init(inst->loop, &uopts, &inst->udp);
 

@@ -399,6 +399,13 @@ static void transport_part(struct out *o, const struct gw_metrics_sources *src)
                 us.rx_packets);
         counter(o, "hybridgw_udp_sent_total", "UDP audio datagrams sent.",
                 us.tx_audio);
+        family(o, "hybridgw_udp_read_wakeups_total", "counter",
+               "Wakeups that read the UDP socket: on its own events (slow "
+               "arrivals) or on the read timer's ticks (batches).");
+        sample(o, "hybridgw_udp_read_wakeups_total", "mode", "events",
+               us.rx_wakeups_events);
+        sample(o, "hybridgw_udp_read_wakeups_total", "mode", "ticks",
+               us.rx_wakeups_ticks);
         family(o, "hybridgw_udp_drops_total", "counter",
                "UDP datagrams dropped, by reason.");
         for (int i = 0; i < GW_UDP_DROP_COUNT_; i++) {

@@ -672,6 +672,22 @@ void gw_session_on_device_message(struct gw_session *s,
     }
 }
 
+void gw_session_warm(const struct gw_session *s, unsigned step)
+{
+    switch (step) {
+    case 0:
+        __builtin_prefetch(&s->state);
+        __builtin_prefetch(&s->ws);
+        __builtin_prefetch(&s->ticket);
+        break;
+    default:
+        if (s->state == GW_SESSION_ACTIVE && s->ws != NULL) {
+            gw_backend_conn_warm(s->ws, step - 1);
+        }
+        break;
+    }
+}
+
 void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
                           const uint8_t *opus, size_t len)
 {

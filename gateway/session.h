@@ -120,6 +120,13 @@ void gw_session_on_device_message(struct gw_session *s,
                                   const struct gw_envelope *env,
                                   const char *raw, size_t len);
 
+/*
+ * Prefetches what gw_session_on_uplink will touch, step by step (the UDP
+ * reader's on_warm): 0 the session's own fields, 1 its backend
+ * connection, 2 what that connection's write reads.
+ */
+void gw_session_warm(const struct gw_session *s, unsigned step);
+
 /* A valid uplink audio packet from the session's UDP peer. */
 void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
                           const uint8_t *opus, size_t len);

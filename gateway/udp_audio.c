@@ -35,11 +35,8 @@ const char *gw_udp_drop_name(enum gw_udp_drop reason)
 /* Frees what start allocated; the peer is then not started. */
 static void release_peer(struct gw_udp_peer *peer)
 {
-    gw_aes_ctr_destroy(peer->up);
-    gw_aes_ctr_destroy(peer->down);
+    gw_aes_ctr_clear(&peer->aes);
     free(peer->queue.buf);
-    peer->up = NULL;
-    peer->down = NULL;
     memset(&peer->queue, 0, sizeof(peer->queue));
     peer->pacing = false;
     peer->ua = NULL;
@@ -50,17 +47,13 @@ static int prepare_peer(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
 {
     int err;
 
-    /* One key, two contexts: each keeps its own per-packet state. */
-    err = gw_aes_ctr_create(&peer->up);
-    err = err < 0 ? err : gw_aes_ctr_create(&peer->down);
-    err = err < 0 ? err : gw_aes_ctr_set_key(peer->up, key);
-    err = err < 0 ? err : gw_aes_ctr_set_key(peer->down, key);
+    gw_aes_ctr_init(&peer->aes);
+    err = gw_aes_ctr_set_key(&peer->aes, key);
     if (err < 0) {
         return err;
     }
-    peer->queue.buf = malloc(ua->queue_bytes);
-    peer->queue.cap = ua->queue_bytes;
-    return peer->queue.buf != NULL ? 0 : GW_ENOMEM;
+    peer->queue.limit = ua->queue_bytes; /* the ring comes when needed */
+    return 0;
 }
 
 int gw_udp_peer_start(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
@@ -136,7 +129,7 @@ uint64_t gw_udp_peer_idle_ms(const struct gw_udp_peer *peer)
 
 /* ---- the instance ---- */
 
-static void on_handle_closed(uv_handle_t *handle)
+void gw_udp_on_handle_closed(uv_handle_t *handle)
 {
     struct gw_udp_audio *ua = handle->data;
 
@@ -213,6 +206,9 @@ int gw_udp_audio_init(uv_loop_t *loop, const struct gw_udp_audio_options *opts,
     }
     ua->loop = loop;
     ua->on_audio = opts->on_audio;
+    ua->on_batch = opts->on_batch;
+    ua->batch_arg = opts->batch_arg;
+    ua->on_warm = opts->on_warm;
     ua->queue_bytes = (uint32_t)(queue_bytes & ~(size_t)3);
     ua->prebuffer_samples =
         (uint64_t)(opts->prebuffer_ms != 0 ? opts->prebuffer_ms
@@ -226,10 +222,9 @@ int gw_udp_audio_init(uv_loop_t *loop, const struct gw_udp_audio_options *opts,
     }
     ua->sock.data = ua;
     uv_timer_init(loop, &ua->pace_timer);
-    uv_timer_init(loop, &ua->rx_timer);
     ua->pace_timer.data = ua;
-    ua->rx_timer.data = ua;
-    ua->handles_open = 3;
+    ua->rx_tfd = -1;
+    ua->handles_open = 2;
     err = start_socket(ua, &addr);
     if (err < 0) {
         /* The handles exist now: they are freed by the loop, silently. */
@@ -253,6 +248,8 @@ void gw_udp_audio_close(struct gw_udp_audio *ua, gw_udp_close_cb cb, void *arg)
     ua->close_cb = cb;
     ua->close_arg = arg;
     ua->on_audio = NULL;
+    ua->on_batch = NULL;
+    ua->on_warm = NULL;
     for (uint32_t i = 0; ua->peers.slots != NULL && i <= ua->peers.mask; i++) {
         peer = ua->peers.slots[i].value;
         if (peer != NULL) {
@@ -261,14 +258,10 @@ void gw_udp_audio_close(struct gw_udp_audio *ua, gw_udp_close_cb cb, void *arg)
     }
     gw_ssrc_table_free(&ua->peers);
     ua->pace_head = NULL;
-    if (ua->rx_poll_open) { /* before the socket, whose fd it watches */
-        uv_close((uv_handle_t *)&ua->rx_poll, on_handle_closed);
-    }
+    gw_udp_uplink_stop(ua); /* before the socket, whose fd it watches */
     uv_timer_stop(&ua->pace_timer);
-    uv_timer_stop(&ua->rx_timer);
-    uv_close((uv_handle_t *)&ua->sock, on_handle_closed);
-    uv_close((uv_handle_t *)&ua->pace_timer, on_handle_closed);
-    uv_close((uv_handle_t *)&ua->rx_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&ua->sock, gw_udp_on_handle_closed);
+    uv_close((uv_handle_t *)&ua->pace_timer, gw_udp_on_handle_closed);
 }
 
 int gw_udp_audio_port(const struct gw_udp_audio *ua)

@@ -19,6 +19,7 @@
 #define GW_UDP_PREBUFFER_MS 300
 /* Bytes of encrypted downlink a peer may queue: 10 s of TTS fits. */
 #define GW_UDP_QUEUE_BYTES (64 * 1024)
+#define GW_UDP_WARM_STEPS  3 /* on_warm steps per batch */
 /* Downlink held while the device's address is unknown, in ms of audio. */
 #define GW_UDP_HOLD_MS 1000
 /* In-order, in-stream packets from a new address before it is trusted. */
@@ -92,6 +93,10 @@ struct gw_udp_audio_stats {
     uint64_t tx_audio;      /* sent to devices */
     uint64_t tx_flushed;    /* queued downlink discarded by a flush */
     uint64_t address_moves; /* sessions whose device address moved */
+    /* Reading wakeups: on the socket's events, on the read timer's ticks
+     * (udp_uplink.c; datagrams read over wakeups is the batch size). */
+    uint64_t rx_wakeups_events;
+    uint64_t rx_wakeups_ticks;
     uint64_t drops[GW_UDP_DROP_COUNT_]; /* by enum gw_udp_drop */
     /* The relay delay of accepted datagrams, when the kernel stamps them
      * (SO_TIMESTAMPNS): counts per bucket, not cumulative, and the sum. */
@@ -112,6 +117,16 @@ struct gw_udp_audio_options {
     const char *bind_host; /* e.g. "0.0.0.0" or "::" */
     int port;              /* 0 picks a free port (tests) */
     gw_udp_audio_cb on_audio;
+    /* Around each batch of datagrams read at once (end false, then true):
+     * lets the owner send what the batch's on_audio calls make as one
+     * burst (gw_backend_ws_hold). May be NULL. */
+    void (*on_batch)(void *arg, bool end);
+    void *batch_arg;
+    /* Before a batch is handled, for each datagram's owner and each step
+     * from 0 to GW_UDP_WARM_STEPS - 1 (every owner's step 0, then every
+     * owner's step 1, ...): a chance to prefetch the memory its on_audio
+     * will touch, one pointer further each step. May be NULL. */
+    void (*on_warm)(void *owner, unsigned step);
     unsigned prebuffer_ms; /* 0 = GW_UDP_PREBUFFER_MS */
     size_t queue_bytes;    /* per peer; 0 = GW_UDP_QUEUE_BYTES */
 };
@@ -126,11 +141,14 @@ union gw_udp_addr {
 /*
  * Encrypted downlink datagrams waiting for the play clock: a byte ring of
  * variable-length records (most TTS packets are 100-300 bytes, so fixed
- * 1500-byte slots would waste most of the memory), allocated at start.
+ * 1500-byte slots would waste most of the memory). It is allocated at the
+ * first packet that waits, small, and doubles as a burst needs it, up to
+ * limit; emptied, a grown ring goes back (udp_downlink.c).
  */
 struct gw_udp_queue {
-    uint8_t *buf;     /* cap bytes */
+    uint8_t *buf;     /* cap bytes; NULL until a packet waits */
     uint32_t cap;     /* multiple of 4 */
+    uint32_t limit;   /* the most cap may grow to (queue_bytes) */
     uint32_t rd;      /* offset of the oldest record */
     uint32_t wr;      /* offset where the next record goes */
     uint32_t wrap;    /* end of the records above rd when wrapped */
@@ -144,12 +162,14 @@ struct gw_udp_queue {
  * Zero it before its first gw_udp_peer_start(); read no member directly.
  */
 struct gw_udp_peer {
-    struct gw_udp_audio *ua;    /* NULL while not started */
-    void *owner;                /* passed to on_audio */
-    const char *subject;        /* log prefix; NULL = "udp" */
-    uint32_t ssrc;              /* key of the ssrc table */
-    struct gw_aes_ctr *up;      /* uplink decryption */
-    struct gw_aes_ctr *down;    /* downlink encryption */
+    struct gw_udp_audio *ua; /* NULL while not started */
+    void *owner;             /* passed to on_audio */
+    const char *subject;     /* log prefix; NULL = "udp" */
+    uint32_t ssrc;           /* key of the ssrc table */
+    /* The session's key, both directions (CTR: the same operation);
+     * embedded, so the uplink reads the key schedule beside the fields
+     * above instead of behind a pointer. */
+    struct gw_aes_ctr aes;
     uint32_t frame_samples_48k; /* expected uplink frame duration, or 0 */
     uint32_t last_seq;          /* last accepted uplink sequence */
     uint32_t tx_seq;            /* last downlink sequence sent */
@@ -178,11 +198,11 @@ struct gw_udp_peer {
 };
 
 /*
- * Binds the socket and starts reading. Uplink is read in batches: once the
- * socket is drained, reading pauses for 1 ms (RX_PAUSE_MS), so a packet
- * may wait that long (a wakeup per packet would cost more than the rest
- * of its handling). Returns 0, GW_EINVAL (bad options) or a libuv error
- * (UV_EADDRINUSE...).
+ * Binds the socket and starts reading. Above 2 datagrams a millisecond
+ * uplink is read in batches on a periodic tick of at most 0.5 ms, so a
+ * packet may wait that long (a wakeup per packet would cost more than the
+ * rest of its handling; udp_uplink.c). Returns 0, GW_EINVAL (bad options)
+ * or a libuv error (UV_EADDRINUSE...).
  */
 GW_MUST_CHECK int gw_udp_audio_init(uv_loop_t *loop,
                                     const struct gw_udp_audio_options *opts,

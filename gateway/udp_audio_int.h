@@ -42,21 +42,27 @@ struct record {
 
 struct gw_udp_audio {
     uv_loop_t *loop;
-    uv_udp_t sock;                 /* the advertised socket, both directions */
-    uv_poll_t rx_poll;             /* readable events of the same socket */
-    uv_timer_t pace_timer;         /* runs while pace_head is not NULL */
-    uv_timer_t rx_timer;           /* ends a pause in reading */
-    int handles_open;              /* closes still to come */
-    unsigned rx_cycle;             /* datagrams since the last pause */
-    uint64_t rx_window_ms;         /* start of the current rate window */
-    unsigned rx_window_count;      /* datagrams read in it */
-    unsigned rx_rate;              /* datagrams of the last whole window */
-    bool rx_poll_open;             /* rx_poll was initialised */
-    bool rx_stamped;               /* the kernel timestamps each datagram */
-    bool closing;                  /* gw_udp_audio_close() was called */
-    gw_udp_close_cb close_cb;      /* called once all handles closed */
-    void *close_arg;               /* for close_cb */
-    gw_udp_audio_cb on_audio;      /* accepted uplink goes here */
+    uv_udp_t sock;            /* the advertised socket, both directions */
+    uv_poll_t rx_poll;        /* readable events of the same socket */
+    uv_timer_t pace_timer;    /* runs while pace_head is not NULL */
+    int handles_open;         /* closes still to come */
+    uint64_t rx_window_ms;    /* start of the current rate window */
+    unsigned rx_window_count; /* datagrams read in it */
+    unsigned rx_rate;         /* datagrams of the last whole window */
+    bool rx_poll_open;        /* rx_poll was initialised */
+    /* Reading on ticks (udp_uplink.c): a periodic timerfd and its poll. */
+    int rx_tfd;               /* -1 when none */
+    uv_poll_t rx_tick;        /* readable when a tick has passed */
+    bool rx_tick_open;        /* rx_tick was initialised */
+    unsigned rx_tick_us;      /* the armed period; 0: on the socket's events */
+    bool rx_stamped;          /* the kernel timestamps each datagram */
+    bool closing;             /* gw_udp_audio_close() was called */
+    gw_udp_close_cb close_cb; /* called once all handles closed */
+    void *close_arg;          /* for close_cb */
+    gw_udp_audio_cb on_audio; /* accepted uplink goes here */
+    void (*on_batch)(void *arg, bool end); /* around each read batch */
+    void *batch_arg;
+    void (*on_warm)(void *owner, unsigned step); /* before each batch */
     struct gw_ssrc_table peers;    /* ssrc -> struct gw_udp_peer */
     struct gw_udp_peer *pace_head; /* peers with downlink queued */
     uint64_t prebuffer_samples;    /* audio allowed ahead of the device */
@@ -109,6 +115,12 @@ void gw_udp_note_drop(struct gw_udp_audio *ua, enum gw_udp_drop reason,
 
 /* Starts reading the bound socket in batches (udp_uplink.c). */
 int gw_udp_uplink_start(struct gw_udp_audio *ua);
+
+/* Closes the reading handles (before the socket): udp_uplink.c. */
+void gw_udp_uplink_stop(struct gw_udp_audio *ua);
+
+/* Every handle's close callback; the last frees ua (udp_audio.c). */
+void gw_udp_on_handle_closed(uv_handle_t *handle);
 
 /* Puts a peer with queued downlink on the pacing list (udp_downlink.c). */
 void gw_udp_pace_add(struct gw_udp_peer *peer);

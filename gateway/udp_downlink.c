@@ -4,6 +4,7 @@
  * from overflowing.
  */
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <utlist.h>
@@ -13,6 +14,9 @@
 #include "gateway/udp_audio_int.h"
 
 #define PACE_INTERVAL_MS 10
+/* A ring's first size: 8 to 10 TTS packets, more than a paced backend
+ * keeps waiting. Sessions whose backend sends ahead grow theirs. */
+#define QUEUE_FIRST 2048
 
 /* ---- the downlink queue: a ring of variable-length records ---- */
 
@@ -56,6 +60,59 @@ static void queue_commit(struct gw_udp_queue *q, uint32_t off, uint32_t rec,
     q->wr = off + rec;
     q->count++;
     q->samples += samples;
+}
+
+/* Moves the records to a new buffer of cap bytes, oldest first at 0
+ * (each record carries its length, so they stay readable in order). */
+static int queue_resize(struct gw_udp_queue *q, uint32_t cap)
+{
+    uint8_t *buf = malloc(cap);
+    uint32_t used = 0;
+
+    if (buf == NULL) {
+        return GW_ENOMEM;
+    }
+    if (q->count > 0) {
+        uint32_t end = q->wrapped ? q->wrap : q->wr;
+        memcpy(buf, q->buf + q->rd, end - q->rd);
+        used = end - q->rd;
+        if (q->wrapped) {
+            memcpy(buf + used, q->buf, q->wr);
+            used += q->wr;
+        }
+    }
+    free(q->buf);
+    q->buf = buf;
+    q->cap = cap;
+    q->rd = 0;
+    q->wr = used;
+    q->wrapped = false;
+    return 0;
+}
+
+/* Room for rec more bytes at *off, growing the ring up to its limit. */
+static bool queue_make_room(struct gw_udp_queue *q, uint32_t rec, uint32_t *off)
+{
+    while (!queue_find(q, rec, off)) {
+        uint32_t cap = q->cap == 0 ? QUEUE_FIRST : q->cap * 2;
+        if (q->cap >= q->limit) {
+            return false;
+        }
+        if (queue_resize(q, cap < q->limit ? cap : q->limit) < 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* An empty ring that grew goes back; the first size stays with the peer. */
+static void queue_trim(struct gw_udp_queue *q)
+{
+    if (q->count == 0 && q->cap > QUEUE_FIRST) {
+        free(q->buf);
+        q->buf = NULL;
+        q->cap = 0;
+    }
 }
 
 static struct record queue_front(const struct gw_udp_queue *q)
@@ -155,6 +212,7 @@ static void drain(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
         peer->played_samples += r.samples;
         queue_pop(q, &r);
     }
+    queue_trim(q);
 }
 
 static void on_pace(uv_timer_t *timer)
@@ -201,7 +259,7 @@ static int build_datagram(struct gw_udp_peer *peer, uint8_t *out,
     };
 
     gw_udp_header_pack(&h, out);
-    return gw_aes_ctr_apply(peer->down, out, opus, out + GW_UDP_HEADER_LEN,
+    return gw_aes_ctr_apply(&peer->aes, out, opus, out + GW_UDP_HEADER_LEN,
                             len);
 }
 
@@ -215,7 +273,7 @@ static int enqueue(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
     uint32_t off;
     int err;
 
-    if (!queue_find(q, rec, &off)) {
+    if (!queue_make_room(q, rec, &off)) {
         gw_udp_note_drop(ua, GW_UDP_DROP_QUEUE_FULL, NULL);
         return GW_ELIMIT;
     }
@@ -290,6 +348,7 @@ size_t gw_udp_peer_flush(struct gw_udp_peer *peer)
     n = peer->queue.count;
     peer->ua->stats.tx_flushed += n;
     queue_clear(&peer->queue);
+    queue_trim(&peer->queue);
     gw_udp_pace_remove(peer);
     /* The device empties its queue too: the next packet starts afresh. */
     peer->play_start_ms = 0;

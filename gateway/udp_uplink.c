@@ -7,9 +7,12 @@
  */
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "codec/opus_packet.h"
 #include "codec/udp_header.h"
@@ -17,27 +20,36 @@
 #include "gateway/udp_audio_int.h"
 
 /*
- * Reading pauses RX_PAUSE_MS once the socket is drained, so that packets
- * arriving one by one (1000 devices send 16 a millisecond, evenly spread)
- * are read in batches: a wakeup and two recvmmsg calls per packet cost
- * more than everything else done for it. Voice frames are 60 ms, and the
- * pause adds at most its own length to a packet's relay delay, which the
- * relay histogram shows. After a cycle of RX_BUSY datagrams or more,
- * reading goes on without a pause, which bounds what queues in the socket
- * buffer; one callback reads at most RX_ROUNDS batches, so a flood cannot
- * keep the loop from its other sockets.
+ * Reading has two modes, chosen by the arrival rate (datagrams in the last
+ * whole RX_WINDOW_MS window).
  *
- * A pause costs a poll stop and start (two epoll_ctl) and a wakeup, about
- * four system calls; below RX_SLOW datagrams per RX_WINDOW_MS it would
- * gather fewer than two datagrams for them, more than reading each one
- * on its own wakeup costs, and reading goes on without pauses (with no
- * added delay either). The rate is the last whole window's.
+ * Below RX_SLOW (2 a millisecond, about 120 streaming devices) the
+ * socket's own readable event drives it: each wakeup reads what is there,
+ * with no added delay.
+ *
+ * Above it, packets arriving one by one would each cost a wakeup, which
+ * costs more than everything else done for a packet (on the bench's
+ * virtual machine about as much as relaying several: bench/NOTES.md). So
+ * the socket leaves the poll set and a periodic timer reads it every
+ * tick, and a wakeup reads all that came meanwhile. The tick is the time
+ * RX_BATCH datagrams take to arrive at the current rate, so that one
+ * recvmmsg takes them, but never longer than RX_TICK_MAX_US, the delay a
+ * packet may wait for it (the relay histogram shows it), nor shorter than
+ * RX_TICK_MIN_US. The timer is a timerfd: libuv's timers count whole
+ * milliseconds. A tick costs its wakeup, one read of the timerfd and the
+ * recvmmsg; no epoll_ctl while the mode holds.
+ *
+ * One wakeup reads at most RX_ROUNDS batches, so a flood cannot keep the
+ * loop from its other sockets; the rest waits for the next one.
  */
-#define RX_PAUSE_MS  1
-#define RX_BUSY      64
-#define RX_ROUNDS    8
-#define RX_WINDOW_MS 10
-#define RX_SLOW      20 /* per RX_WINDOW_MS: 2 a millisecond */
+#define RX_ROUNDS      8
+#define RX_WINDOW_MS   10
+#define RX_SLOW        20 /* per RX_WINDOW_MS: 2 a millisecond */
+#define RX_TICK_MAX_US 500
+#define RX_TICK_MIN_US 100
+
+/* read_batch marks a batch's relayed datagrams in one 64-bit word. */
+_Static_assert(RX_BATCH <= 64, "RX_BATCH fits the relayed mask");
 
 const uint32_t gw_udp_relay_bounds_us[GW_UDP_RELAY_BUCKETS] = {
     50,   100,  250,  500,   750,   1000,  1500,
@@ -355,7 +367,7 @@ bool gw_udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
     if (v->h.payload_len == 0) {
         return refuse_for_peer(v, GW_UDP_DROP_EMPTY, from);
     }
-    if (gw_aes_ctr_apply(peer->up, buf, opus, opus, v->h.payload_len) < 0 ||
+    if (gw_aes_ctr_apply(&peer->aes, buf, opus, opus, v->h.payload_len) < 0 ||
         gw_opus_packet_inspect(opus, v->h.payload_len, &info) < 0) {
         return refuse_for_peer(v, GW_UDP_DROP_OPUS, from);
     }
@@ -426,29 +438,6 @@ static void handle_datagram(struct gw_udp_audio *ua, uint8_t *buf, size_t len,
 
 /* ---- reading ---- */
 
-static void on_readable(uv_poll_t *poll, int status, int events);
-
-static void on_rx_timer(uv_timer_t *timer)
-{
-    struct gw_udp_audio *ua = timer->data;
-
-    if (!ua->closing) {
-        ua->rx_cycle = 0;
-        (void)uv_poll_start(&ua->rx_poll, UV_READABLE, on_readable);
-    }
-}
-
-/* The socket is drained: stop reading for a while (see RX_PAUSE_MS). */
-static void pause_reading(struct gw_udp_audio *ua)
-{
-    if (ua->rx_cycle >= RX_BUSY || ua->rx_rate < RX_SLOW) {
-        ua->rx_cycle = 0;
-        return;
-    }
-    uv_poll_stop(&ua->rx_poll);
-    uv_timer_start(&ua->rx_timer, on_rx_timer, RX_PAUSE_MS, 0);
-}
-
 static int64_t realtime_us(void)
 {
     struct timespec ts;
@@ -472,9 +461,10 @@ static int64_t received_us(struct msghdr *msg)
     return -1;
 }
 
-static void note_relay(struct gw_udp_audio *ua, int64_t since_us)
+static void note_relay(struct gw_udp_audio *ua, int64_t since_us,
+                       int64_t now_us)
 {
-    int64_t d = realtime_us() - since_us;
+    int64_t d = now_us - since_us;
     uint64_t us = d > 0 ? (uint64_t)d : 0; /* the clock may step back */
     unsigned b = 0;
 
@@ -500,6 +490,44 @@ static void count_rate(struct gw_udp_audio *ua, unsigned n)
     ua->rx_window_count += n;
 }
 
+/*
+ * A thousand sessions take turns, so a datagram's peer, session and
+ * backend connection are rarely in the cache: handled one after another,
+ * each line is a miss the CPU waits for before it can ask for the next.
+ * Asked for a whole batch first, one pointer level at a time, the misses
+ * of the batch overlap instead (bench/NOTES.md has the figures). Only
+ * prefetches: a datagram that turns out bad costs nothing more.
+ */
+static void warm_batch(struct gw_udp_audio *ua, int n)
+{
+    /* The peer's fields the judge reads: everything before the queue. */
+    const size_t hot = offsetof(struct gw_udp_peer, queue);
+    struct gw_udp_peer *peers[RX_BATCH];
+    int m = 0;
+
+    for (int i = 0; i < n; i++) {
+        struct gw_udp_peer *p;
+
+        if (ua->rx_msgs[i].msg_len < GW_UDP_HEADER_LEN) {
+            continue;
+        }
+        p = gw_ssrc_table_find(&ua->peers, gw_udp_header_peek_ssrc(ua->rx[i]));
+        if (p == NULL) {
+            continue;
+        }
+        for (size_t off = 0; off < hot; off += 64) {
+            __builtin_prefetch((const char *)p + off, 1);
+        }
+        peers[m++] = p;
+    }
+    for (unsigned step = 0; ua->on_warm != NULL && step < GW_UDP_WARM_STEPS;
+         step++) {
+        for (int j = 0; j < m; j++) {
+            ua->on_warm(peers[j]->owner, step);
+        }
+    }
+}
+
 /* One recvmmsg; returns the datagrams read, 0 when drained, or < 0. */
 static int read_batch(struct gw_udp_audio *ua, int fd)
 {
@@ -518,50 +546,156 @@ static int read_batch(struct gw_udp_audio *ua, int fd)
         return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
     }
     count_rate(ua, (unsigned)n);
+    /* Kept: a close inside the batch clears ua->on_batch, and what the
+     * batch held must still go out. */
+    void (*batch)(void *, bool) = ua->on_batch;
+    void *batch_arg = ua->batch_arg;
+    uint64_t relayed = 0; /* bit i: datagram i went to its session */
+
+    warm_batch(ua, n);
+    if (batch != NULL) {
+        batch(batch_arg, false);
+    }
     for (int i = 0; i < n && !ua->closing; i++) {
         struct msghdr *m = &ua->rx_msgs[i].msg_hdr;
         uint64_t accepted = ua->stats.rx_audio;
-        ua->rx_cycle++;
         handle_datagram(ua, ua->rx[i], ua->rx_msgs[i].msg_len,
                         &ua->rx_from[i].sa, (m->msg_flags & MSG_TRUNC) != 0);
-        if (ua->rx_stamped && ua->stats.rx_audio != accepted) {
-            int64_t at = received_us(m);
+        if (ua->stats.rx_audio != accepted) {
+            relayed |= (uint64_t)1 << i;
+        }
+    }
+    if (batch != NULL) {
+        batch(batch_arg, true);
+    }
+    /* The relay delay ends at the hand-off to the backend's socket, which
+     * is now, after the batch's burst. */
+    if (ua->rx_stamped && relayed != 0) {
+        int64_t now = realtime_us();
+        for (int i = 0; i < n; i++) {
+            int64_t at = (relayed >> i & 1) != 0
+                             ? received_us(&ua->rx_msgs[i].msg_hdr)
+                             : -1;
             if (at >= 0) {
-                note_relay(ua, at);
+                note_relay(ua, at, now);
             }
         }
     }
     return n;
 }
 
-static void on_readable(uv_poll_t *poll, int status, int events)
+/* The tick for the rate of the last window (see RX_TICK_MAX_US), 0 for
+ * reading on the socket's own events. */
+static unsigned tick_for_rate(unsigned rate)
 {
-    struct gw_udp_audio *ua = poll->data;
-    int fd = -1;
+    unsigned us;
 
-    (void)events;
-    if (ua->closing) {
+    if (rate < RX_SLOW) {
+        return 0;
+    }
+    us = (unsigned)(RX_BATCH * RX_WINDOW_MS * 1000u / rate);
+    return us > RX_TICK_MAX_US   ? RX_TICK_MAX_US
+           : us < RX_TICK_MIN_US ? RX_TICK_MIN_US
+                                 : us;
+}
+
+static void on_readable(uv_poll_t *poll, int status, int events);
+static void on_tick(uv_poll_t *poll, int status, int events);
+
+/*
+ * Switches mode, or the tick, for the rate just seen. A tick within an
+ * eighth of the running one is kept: re-arming costs a system call and
+ * the rate moves a little every window.
+ */
+static void adapt_reading(struct gw_udp_audio *ua)
+{
+    unsigned us = tick_for_rate(ua->rx_rate);
+    unsigned cur = ua->rx_tick_us;
+
+    if (us == cur ||
+        (us != 0 && cur != 0 && us + us / 8 >= cur && us <= cur + cur / 8)) {
         return;
     }
-    if (status < 0 || uv_fileno((uv_handle_t *)&ua->sock, &fd) != 0) {
-        GW_LOG(GW_LOG_DEBUG, "udp", "poll failed: %s", uv_strerror(status));
-        return;
+    struct itimerspec its = {
+        .it_interval = {0, (long)us * 1000},
+        .it_value = {0, (long)us * 1000}, /* all zero disarms */
+    };
+    if (timerfd_settime(ua->rx_tfd, 0, &its, NULL) != 0) {
+        GW_LOG(GW_LOG_WARN, "udp", "read timer: %s", strerror(errno));
+        us = 0; /* the socket's events never fail to come */
     }
-    for (int round = 0; round < RX_ROUNDS; round++) {
+    if (us == 0) {
+        (void)uv_poll_start(&ua->rx_poll, UV_READABLE, on_readable);
+    } else if (cur == 0) {
+        uv_poll_stop(&ua->rx_poll);
+    }
+    ua->rx_tick_us = us;
+}
+
+/* Up to RX_ROUNDS batches; returns the datagrams read, or < 0. */
+static int read_rounds(struct gw_udp_audio *ua)
+{
+    int fd = -1, total = 0;
+
+    if (uv_fileno((uv_handle_t *)&ua->sock, &fd) != 0) {
+        return GW_EINVAL;
+    }
+    for (int round = 0; round < RX_ROUNDS && !ua->closing; round++) {
         int n = read_batch(ua, fd);
         if (n < 0) {
             /* An ICMP error queued on the socket, most likely: it is
              * consumed by the failed call, and reading goes on. */
             GW_LOG(GW_LOG_DEBUG, "udp", "receive failed: %s", strerror(-n));
-            return;
+            return n;
         }
-        if (ua->closing) {
-            return;
-        }
+        total += n;
         if (n < RX_BATCH) {
-            pause_reading(ua);
-            return;
+            break;
         }
+    }
+    return total;
+}
+
+static void on_readable(uv_poll_t *poll, int status, int events)
+{
+    struct gw_udp_audio *ua = poll->data;
+
+    (void)events;
+    if (ua->closing) {
+        return;
+    }
+    if (status < 0) {
+        GW_LOG(GW_LOG_DEBUG, "udp", "poll failed: %s", uv_strerror(status));
+        return;
+    }
+    ua->stats.rx_wakeups_events++;
+    if (read_rounds(ua) >= 0 && !ua->closing) {
+        adapt_reading(ua);
+    }
+}
+
+static void on_tick(uv_poll_t *poll, int status, int events)
+{
+    struct gw_udp_audio *ua = poll->data;
+    uint64_t expirations;
+    int n;
+
+    (void)events;
+    if (ua->closing || status < 0) {
+        return;
+    }
+    /* Level-triggered: the count must be read, or the poll fires again. */
+    if (read(ua->rx_tfd, &expirations, sizeof(expirations)) < 0 &&
+        errno != EAGAIN) {
+        GW_LOG(GW_LOG_DEBUG, "udp", "read timer: %s", strerror(errno));
+    }
+    ua->stats.rx_wakeups_ticks++;
+    n = read_rounds(ua);
+    if (n == 0) {
+        count_rate(ua, 0); /* a quiet tick still moves the window */
+    }
+    if (n >= 0 && !ua->closing) {
+        adapt_reading(ua);
     }
 }
 
@@ -596,5 +730,37 @@ int gw_udp_uplink_start(struct gw_udp_audio *ua)
     ua->rx_poll.data = ua;
     ua->rx_poll_open = true;
     ua->handles_open++;
-    return uv_poll_start(&ua->rx_poll, UV_READABLE, on_readable);
+    /* The read timer: never readable until armed, so its poll can stay. */
+    ua->rx_tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (ua->rx_tfd < 0) {
+        return uv_translate_sys_error(errno);
+    }
+    err = uv_poll_init(ua->loop, &ua->rx_tick, ua->rx_tfd);
+    if (err < 0) {
+        close(ua->rx_tfd);
+        ua->rx_tfd = -1;
+        return err;
+    }
+    ua->rx_tick.data = ua;
+    ua->rx_tick_open = true;
+    ua->handles_open++;
+    err = uv_poll_start(&ua->rx_tick, UV_READABLE, on_tick);
+    return err < 0 ? err
+                   : uv_poll_start(&ua->rx_poll, UV_READABLE, on_readable);
+}
+
+void gw_udp_uplink_stop(struct gw_udp_audio *ua)
+{
+    if (ua->rx_poll_open) { /* before the socket, whose fd it watches */
+        uv_close((uv_handle_t *)&ua->rx_poll, gw_udp_on_handle_closed);
+        ua->rx_poll_open = false;
+    }
+    if (ua->rx_tick_open) {
+        uv_close((uv_handle_t *)&ua->rx_tick, gw_udp_on_handle_closed);
+        ua->rx_tick_open = false;
+    }
+    if (ua->rx_tfd >= 0) { /* out of the poll set once its handle closed */
+        close(ua->rx_tfd);
+        ua->rx_tfd = -1;
+    }
 }

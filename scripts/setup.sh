@@ -17,7 +17,7 @@ fi
 packages=(
     build-essential cmake pkg-config git ca-certificates
     clang libclang-rt-14-dev clang-format
-    libuv1-dev libmosquitto-dev libcjson-dev libssl-dev openssl libopus-dev
+    libuv1-dev libmosquitto-dev libcjson-dev libssl-dev openssl nettle-dev libopus-dev
     libwebsockets-dev libwebsockets-evlib-uv libcmocka-dev uthash-dev
     libcurl4-openssl-dev
     mosquitto mosquitto-clients mosquitto-dev jq curl

@@ -52,8 +52,8 @@ static void set_up(void)
 {
     gw_ssrc_table_init(&table);
     for (int i = 0; i < NPEERS; i++) {
-        if (gw_aes_ctr_create(&peers[i].up) != 0 ||
-            gw_aes_ctr_set_key(peers[i].up, keys[i]) != 0 ||
+        gw_aes_ctr_init(&peers[i].aes);
+        if (gw_aes_ctr_set_key(&peers[i].aes, keys[i]) != 0 ||
             gw_aes_ctr_create(&device_aes[i]) != 0 ||
             gw_aes_ctr_set_key(device_aes[i], keys[i]) != 0) {
             abort();

@@ -707,6 +707,82 @@ static void on_send_timer(uv_timer_t *t)
     f->paced_left--;
 }
 
+/* Six copies of the device's last datagram a millisecond (the rate of
+ * some 360 streaming devices): above the switch even if the timer runs
+ * late on a busy machine. */
+#define FLOOD_COPIES 6
+
+static void on_flood_timer(uv_timer_t *t)
+{
+    struct fixture *f = t->data;
+
+    if (f->paced_left == 0) {
+        uv_timer_stop(t);
+        return;
+    }
+    for (int i = 0; i < FLOOD_COPIES; i++) {
+        device_send_raw(f, &f->dev[0], f->dev[0].last_dgram,
+                        f->dev[0].last_dgram_len);
+    }
+    f->paced_left--;
+}
+
+static void on_slow_timer(uv_timer_t *t)
+{
+    struct fixture *f = t->data;
+
+    if (f->paced_left == 0) {
+        uv_timer_stop(t);
+        return;
+    }
+    device_send(f, &f->dev[0], f->paced_next++, 0);
+    f->paced_left--;
+}
+
+/*
+ * Reading switches to the read timer's ticks above 2 datagrams a
+ * millisecond and back to the socket's events below: every datagram is
+ * read in both modes (the copies are replays, read and dropped), ticks
+ * batch them, and a slow stream afterwards is read on events again.
+ */
+static void test_read_modes(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    struct gw_udp_audio_stats s0, s1, s2;
+    const size_t ms = 150, flood = FLOOD_COPIES * ms;
+
+    (void)state;
+    device_send(f, &f->dev[0], 0, 0);
+    RUN_UNTIL(f, got_uplink, 1);
+    s0 = stats(f);
+    assert_int_equal(s0.rx_wakeups_ticks, 0); /* one datagram: events */
+    assert_true(s0.rx_wakeups_events >= 1);
+    f->paced_left = ms;
+    uv_timer_start(&f->send_timer, on_flood_timer, 1, 1);
+    RUN_UNTIL(f, got_datagrams, 1 + flood);
+    s1 = stats(f);
+    assert_int_equal(s1.rx_packets, 1 + flood);
+    assert_int_equal(s1.drops[GW_UDP_DROP_REPLAY], flood);
+    assert_true(s1.rx_wakeups_ticks > 0);
+    /* Ticks gather: fewer wakeups than datagrams while they ran. */
+    assert_true(s1.rx_wakeups_ticks < flood);
+    print_message(
+        "flood: %llu datagrams, %llu event wakeups, %llu ticks\n",
+        (unsigned long long)(s1.rx_packets - s0.rx_packets),
+        (unsigned long long)(s1.rx_wakeups_events - s0.rx_wakeups_events),
+        (unsigned long long)s1.rx_wakeups_ticks);
+    /* Then one packet every frame: back on the socket's events, each read
+     * and handed over as it comes. */
+    f->paced_next = 1;
+    f->paced_left = 6;
+    uv_timer_start(&f->send_timer, on_slow_timer, FRAME_MS, FRAME_MS);
+    RUN_UNTIL(f, got_uplink, 1 + 6);
+    s2 = stats(f);
+    assert_int_equal(s2.rx_packets, 1 + flood + 6);
+    assert_true(s2.rx_wakeups_events > s1.rx_wakeups_events);
+    fixture_free(f);
+}
+
 /* The device's socket changes port and keeps streaming in real time. */
 static void test_genuine_move(void **state)
 {
@@ -1095,6 +1171,7 @@ int main(void)
         cmocka_unit_test(test_malformed_counted),
         cmocka_unit_test(test_forged_address_ignored),
         cmocka_unit_test(test_genuine_move),
+        cmocka_unit_test(test_read_modes),
         cmocka_unit_test(test_downlink_sequence_and_restart),
         cmocka_unit_test(test_pacing_burst),
         cmocka_unit_test(test_queue_limits),
