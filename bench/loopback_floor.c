@@ -14,8 +14,9 @@
  * over veth pairs; it reports the floor beside the gateway's figure.
  *
  *   loopback_floor [--conns N] [--rate PPS] [--seconds S] [--size BYTES]
- *                  [--pause-ms MS] [--relay-ip IP] [--sink-ip IP]
- *                  [--sink-netns NAME] [--source-netns NAME]
+ *                  [--pause-ms MS | --pause-us US] [--relay-ip IP]
+ *                  [--sink-ip IP] [--sink-netns NAME] [--source-netns NAME]
+ *                  [--relay-cpu N]
  * prints one JSON line: {"conns":..,"packets":..,"us_per_packet":..,...}
  */
 #ifndef _GNU_SOURCE
@@ -42,11 +43,16 @@
 #define BATCH    64
 #define WARMUP_S 1
 
-static int conns = 1000, rate = 16667, seconds = 10, size = 120, pause_ms = 1;
+static int conns = 1000, rate = 16667, seconds = 10, size = 120;
+static long pause_us = 1000; /* after each drained read, as the gateway */
 /* Where each part runs: the relay in the caller's network namespace, the
  * sink and the source each in a named one (ip netns) when given. */
 static const char *relay_ip = "127.0.0.1", *sink_ip = "127.0.0.1";
 static const char *sink_ns, *source_ns;
+/* With --relay-cpu the relay moves to that CPU once its sink and source
+ * are forked; they keep the CPUs it was started on (bench/run.sh's pinned
+ * layout: the relay alone on one core, as the gateway is). */
+static int relay_cpu = -1;
 
 static void die(const char *what)
 {
@@ -207,14 +213,18 @@ static void parse(int argc, char **argv)
         } else if (strcmp(argv[i], "--size") == 0) {
             size = v;
         } else if (strcmp(argv[i], "--pause-ms") == 0) {
-            pause_ms = v;
+            pause_us = 1000L * v;
+        } else if (strcmp(argv[i], "--pause-us") == 0) {
+            pause_us = v;
+        } else if (strcmp(argv[i], "--relay-cpu") == 0) {
+            relay_cpu = v;
         } else {
             fprintf(stderr, "loopback_floor: unknown option %s\n", argv[i]);
             exit(2);
         }
     }
     if (conns < 1 || rate < 1 || seconds < WARMUP_S + 1 || size < 1 ||
-        size > 1500 || pause_ms < 0) {
+        size > 1500 || pause_us < 0 || pause_us >= 1000000) {
         fprintf(stderr, "loopback_floor: bad arguments\n");
         exit(2);
     }
@@ -262,6 +272,14 @@ int main(int argc, char **argv)
     if (source == 0) {
         run_source(bound_port(ufd));
     }
+    if (relay_cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(relay_cpu, &set);
+        if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+            die("sched_setaffinity");
+        }
+    }
 
     int ep = epoll_create1(0);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = ufd}, out;
@@ -306,8 +324,8 @@ int main(int argc, char **argv)
                 break;
             }
         }
-        if (pause_ms > 0) {
-            struct timespec ts = {0, pause_ms * 1000000L};
+        if (pause_us > 0) {
+            struct timespec ts = {0, pause_us * 1000L};
             nanosleep(&ts, NULL);
         }
     }
@@ -319,10 +337,10 @@ int main(int argc, char **argv)
     waitpid(sink, NULL, 0);
     /* packets_all: the whole run's, for counts taken over the whole
      * process (bench/run.sh's system calls per packet). */
-    printf("{\"conns\":%d,\"rate\":%d,\"size\":%d,\"pause_ms\":%d,"
+    printf("{\"conns\":%d,\"rate\":%d,\"size\":%d,\"pause_us\":%ld,"
            "\"packets\":%llu,\"packets_all\":%llu,\"cpu_pct\":%.1f,"
            "\"us_per_packet\":%.3f}\n",
-           conns, rate, size, pause_ms, (unsigned long long)n,
+           conns, rate, size, pause_us, (unsigned long long)n,
            (unsigned long long)packets, 100.0 * cpu / wall,
            n > 0 ? cpu * 1e6 / (double)n : 0.0);
     return n > 0 ? 0 : 1;
