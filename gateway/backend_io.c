@@ -4,11 +4,14 @@
  * lws's pieces and unframed; what does not unframe is counted per backend
  * and reason, and told once per connection.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <libwebsockets.h>
 
+#include "codec/ws_frame.h"
 #include "gateway/backend_ws_int.h"
 #include "common/log.h"
 
@@ -223,15 +226,75 @@ int gw_backend_on_receive(struct gw_backend_conn *conn, struct lws *wsi,
 }
 
 /*
- * Hands one message to lws and recycles its buffer. lws keeps whatever
- * the socket does not take and sends it first, before any later write.
+ * An audio frame on a plain ws:// connection, framed and masked here and
+ * sent with one send(): libwebsockets' lws_write costs more than the rest
+ * of the gateway's work for a packet (its per-byte masking, its state
+ * checks across several structures; bench/NOTES.md). The head goes into
+ * the LWS_PRE room before the payload, the key comes from the same strong
+ * source lws uses (gateway/ws_random.c). Whatever the socket does not take
+ * goes to lws as raw bytes, which it keeps and sends before anything it
+ * writes itself (its own control frames included), so the stream stays
+ * whole. Text, TLS and anything outside these bounds stay with lws.
+ * Returns the payload length, or -1.
+ */
+static int send_frame(struct gw_backend_conn *conn, struct lws *wsi,
+                      struct tx_msg *msg)
+{
+    uint8_t *payload = msg->buf + LWS_PRE, head[GW_WS_FRAME_HEAD_MAX];
+    uint8_t mask[4];
+    int h;
+    ssize_t n;
+
+    if (lws_get_random(lws_get_context(wsi), mask, sizeof(mask)) !=
+        sizeof(mask)) {
+        return -1;
+    }
+    h = gw_ws_frame_client_head(head, sizeof(head), GW_WS_OP_BINARY, msg->len,
+                                mask);
+    if (h < 0 || h > LWS_PRE) {
+        return -1;
+    }
+    uint8_t *frame = payload - h;
+    size_t total = (size_t)h + msg->len;
+    memcpy(frame, head, (size_t)h);
+    gw_ws_frame_mask(payload, msg->len, mask);
+    do {
+        n = send(conn->fd, frame, total, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            return -1;
+        }
+        n = 0;
+    }
+    if ((size_t)n < total &&
+        lws_write(wsi, frame + n, total - (size_t)n, LWS_WRITE_RAW) < 0) {
+        return -1;
+    }
+    return (int)msg->len;
+}
+
+/* Whether a message goes by send_frame: see there. */
+static bool frame_here(const struct gw_backend_conn *conn,
+                       const struct tx_msg *msg)
+{
+    return msg->binary && !conn->tls && conn->fd >= 0 && msg->len < 65536 &&
+           !lws_partial_buffered(conn->wsi);
+}
+
+/*
+ * Hands one message to the socket (send_frame) or to lws, and recycles its
+ * buffer. lws keeps whatever the socket does not take and sends it first,
+ * before any later write.
  */
 static int write_msg(struct gw_backend_conn *conn, struct lws *wsi,
                      struct tx_msg *msg)
 {
     size_t len = msg->len;
-    int n = lws_write(wsi, msg->buf + LWS_PRE, len,
-                      msg->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+    int n = frame_here(conn, msg)
+                ? send_frame(conn, wsi, msg)
+                : lws_write(wsi, msg->buf + LWS_PRE, len,
+                            msg->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
 
     if (msg->binary) {
         conn->bws->stats.tx_audio++;

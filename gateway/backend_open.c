@@ -133,6 +133,7 @@ conn_create(const struct gw_backend_connect *params, const struct gw_ws_url *u,
     if (conn == NULL) {
         return NULL;
     }
+    conn->fd = -1; /* known once open */
     arena = (char *)(conn + 1);
     headers_put(conn, be, &arena);
     conn->name = arena_put(&arena, be->name, strlen(be->name));

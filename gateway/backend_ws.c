@@ -158,6 +158,7 @@ void gw_backend_close_with(struct gw_backend_conn *conn, struct lws *wsi,
 static void on_established(struct gw_backend_conn *conn)
 {
     conn->state = CONN_OPEN;
+    conn->fd = lws_get_socket_fd(conn->wsi);
     conn->bws->stats.connects++;
     uv_timer_stop(&conn->timer);
     gw_log(GW_LOG_DEBUG, conn->subject, "backend %s connected in %llu ms",

@@ -53,7 +53,8 @@ struct gw_backend_conn {
     struct gw_list link; /* on bws->conns */
     struct gw_list held; /* on bws->held while its writes wait (hold) */
     struct lws *wsi;     /* NULL once unhooked */
-    uv_timer_t timer;    /* connect timeout, close linger; its close is ours */
+    int fd; /* its socket once open: plain ws:// audio frames go straight */
+    uv_timer_t timer; /* connect timeout, close linger; its close is ours */
     enum conn_state state;
     bool close_requested; /* by gw_backend_conn_close or shutdown */
     bool close_sent;      /* lws is sending our close frame */

@@ -83,6 +83,11 @@ static struct {
     int srv_close_code; /* from the client's close frame */
     bool srv_closed;
     int srv_wsi_live; /* accepted connections not yet freed */
+    /* Stream mode (test_backpressure): binary messages are checked
+     * against stream_expect() and counted, not recorded. */
+    bool srv_stream;
+    struct lws *srv_wsi;
+    uint32_t srv_stream_next, srv_stream_bad;
     /* the raw listener */
     uv_tcp_t raw_listen, raw_client;
     bool raw_running, raw_client_open;
@@ -184,6 +189,8 @@ static int srv_writeable(struct lws *wsi)
     return 0;
 }
 
+static void stream_check(const uint8_t *msg, size_t len);
+
 static void srv_receive(struct lws *wsi, const uint8_t *in, size_t len)
 {
     if (lws_is_first_fragment(wsi)) {
@@ -193,6 +200,10 @@ static void srv_receive(struct lws *wsi, const uint8_t *in, size_t len)
     assert_true(T.srv_frag_len + len <= ITEM_MAX);
     memcpy(T.srv_frag + T.srv_frag_len, in, len);
     T.srv_frag_len += len;
+    if (lws_is_final_fragment(wsi) && T.srv_stream) {
+        stream_check(T.srv_frag, T.srv_frag_len);
+        return;
+    }
     if (lws_is_final_fragment(wsi)) {
         assert_true(T.n_srv_rx < MAX_ITEMS);
         record(&T.srv_rx[T.n_srv_rx++], T.srv_frag_binary, T.srv_frag,
@@ -208,6 +219,7 @@ static int srv_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user,
     switch (reason) {
     case LWS_CALLBACK_ESTABLISHED:
         T.srv_established++;
+        T.srv_wsi = wsi;
         if (T.n_script > 0) {
             lws_callback_on_writable(wsi);
         }
@@ -1375,6 +1387,99 @@ static void test_queue_limits(void **state)
     assert_int_equal(T.closes, 2);
 }
 
+/* ---- backpressure ----------------------------------------------------- */
+
+#define STREAM_PAYLOAD 1000  /* bytes of each frame's "Opus" */
+#define STREAM_MAX     40000 /* frames at most, about 40 MB */
+#define STREAM_BURST   500   /* frames per timer turn */
+
+static uint32_t stream_sent; /* frames the client accepted */
+static bool stream_refused;  /* a send came back GW_ELIMIT */
+
+static void stream_payload(uint32_t k, uint8_t *out)
+{
+    for (size_t i = 0; i < STREAM_PAYLOAD; i++) {
+        out[i] = (uint8_t)(k * 7 + i * 13 + (k >> 8));
+    }
+    memcpy(out, &k, sizeof(k));
+}
+
+/* Frame k arrived whole and in order: it ends with payload k. */
+static void stream_check(const uint8_t *msg, size_t len)
+{
+    uint8_t want[STREAM_PAYLOAD];
+
+    stream_payload(T.srv_stream_next, want);
+    if (len < STREAM_PAYLOAD ||
+        memcmp(msg + len - STREAM_PAYLOAD, want, STREAM_PAYLOAD) != 0) {
+        T.srv_stream_bad++;
+    }
+    T.srv_stream_next++;
+}
+
+/* Sends from a timer: outside any lws callback, as the uplink does. */
+static void on_stream_timer(uv_timer_t *t)
+{
+    uint8_t payload[STREAM_PAYLOAD];
+
+    for (int i = 0;
+         i < STREAM_BURST && !stream_refused && stream_sent < STREAM_MAX; i++) {
+        stream_payload(stream_sent, payload);
+        int rc = gw_backend_conn_send_audio(T.conn, stream_sent, payload,
+                                            sizeof(payload));
+        if (rc == GW_ELIMIT) {
+            stream_refused = true;
+            break;
+        }
+        assert_int_equal(rc, 0);
+        stream_sent++;
+    }
+    if (stream_refused || stream_sent >= STREAM_MAX) {
+        uv_timer_stop(t);
+    }
+}
+
+/*
+ * A backend that stops reading: the gateway writes audio frames on the
+ * socket itself (plain ws://) until the kernel takes no more, hands the
+ * rest of the frame it was writing to lws, queues what follows and
+ * refuses past its bounds. When the backend reads again every accepted
+ * frame arrives whole and in order, through an independent parser (the
+ * lws server), and the connection stays up.
+ */
+static void test_backpressure(void **state)
+{
+    struct gw_backend_ws_stats st;
+    uv_timer_t timer;
+
+    (void)state;
+    setup(NULL);
+    start_with_server();
+    T.srv_stream = true;
+    stream_sent = 0;
+    stream_refused = false;
+    client_open();
+    RUN_UNTIL(T.opens == 1 && T.srv_wsi != NULL);
+    lws_rx_flow_control(T.srv_wsi, 0);
+    uv_timer_init(&T.fx.loop, &timer);
+    uv_timer_start(&timer, on_stream_timer, 1, 1);
+    RUN_UNTIL(stream_refused || stream_sent >= STREAM_MAX);
+    /* The queue filled, so the socket refused part of a frame first. */
+    assert_true(stream_refused);
+    print_message("backpressure: %u frames accepted before the refusal\n",
+                  (unsigned)stream_sent);
+    lws_rx_flow_control(T.srv_wsi, 1);
+    RUN_UNTIL(T.srv_stream_next >= stream_sent);
+    assert_int_equal(T.srv_stream_next, stream_sent);
+    assert_int_equal(T.srv_stream_bad, 0);
+    get_stats(&st);
+    assert_int_equal(st.tx_audio, stream_sent);
+    assert_int_equal(st.tx_dropped, 1);
+    assert_int_equal(T.closes, 0);
+    uv_close((uv_handle_t *)&timer, NULL);
+    teardown_all();
+}
+
 static void test_open_refuses(void **state)
 {
     static const char *const bad_urls[] = {
@@ -1441,6 +1546,7 @@ int main(void)
         cmocka_unit_test(test_resolve_fails),
         cmocka_unit_test(test_close_while_resolving),
         cmocka_unit_test(test_queue_limits),
+        cmocka_unit_test(test_backpressure),
         cmocka_unit_test(test_open_refuses),
     };
 
