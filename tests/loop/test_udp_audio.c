@@ -65,6 +65,7 @@ struct fixture {
     bool close_in_audio; /* on_audio stops the peer and closes ua */
     size_t paced_left;   /* packets send_timer still sends */
     size_t paced_next;   /* index of the next of them */
+    int paced_dev;       /* the device that sends them */
     size_t up_count;     /* uplink handed to the session */
     uint8_t up[MAXUP][DGRAM_MAX];
     size_t up_len[MAXUP];
@@ -703,7 +704,7 @@ static void on_send_timer(uv_timer_t *t)
         uv_timer_stop(t);
         return;
     }
-    device_send(f, &f->dev[1], f->paced_next++, 0);
+    device_send(f, &f->dev[f->paced_dev], f->paced_next++, 0);
     f->paced_left--;
 }
 
@@ -724,18 +725,6 @@ static void on_flood_timer(uv_timer_t *t)
         device_send_raw(f, &f->dev[0], f->dev[0].last_dgram,
                         f->dev[0].last_dgram_len);
     }
-    f->paced_left--;
-}
-
-static void on_slow_timer(uv_timer_t *t)
-{
-    struct fixture *f = t->data;
-
-    if (f->paced_left == 0) {
-        uv_timer_stop(t);
-        return;
-    }
-    device_send(f, &f->dev[0], f->paced_next++, 0);
     f->paced_left--;
 }
 
@@ -773,9 +762,10 @@ static void test_read_modes(void **state)
         (unsigned long long)s1.rx_wakeups_ticks);
     /* Then one packet every frame: back on the socket's events, each read
      * and handed over as it comes. */
+    f->paced_dev = 0;
     f->paced_next = 1;
     f->paced_left = 6;
-    uv_timer_start(&f->send_timer, on_slow_timer, FRAME_MS, FRAME_MS);
+    uv_timer_start(&f->send_timer, on_send_timer, FRAME_MS, FRAME_MS);
     RUN_UNTIL(f, got_uplink, 1 + 6);
     s2 = stats(f);
     assert_int_equal(s2.rx_packets, 1 + flood + 6);
@@ -797,6 +787,7 @@ static void test_genuine_move(void **state)
     }
     RUN_UNTIL(f, got_uplink, 5);
     moved->tx_seq = old->tx_seq;
+    f->paced_dev = 1;
     f->paced_next = 5;
     f->paced_left = 8;
     uv_timer_start(&f->send_timer, on_send_timer, 0, FRAME_MS);
