@@ -112,9 +112,8 @@ void gw_backend_ws_set_ping(struct gw_backend_ws *bws, unsigned secs);
  * its socket at once waits in its connection's queue instead, and release
  * sends them all, each connection's in order. The uplink holds around each
  * batch of datagrams it reads, so that the batch's sends follow one
- * another without the per-packet work in between: the kernel's send path
- * stays warm and the receiving side is woken once per burst, not once per
- * packet (docs/architecture.md, section 3). Not nested.
+ * another without the per-packet work in between, the kernel's send path
+ * warm (docs/architecture.md, section 3). Not nested.
  */
 void gw_backend_ws_hold(struct gw_backend_ws *bws);
 void gw_backend_ws_release(struct gw_backend_ws *bws);
