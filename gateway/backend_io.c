@@ -274,12 +274,16 @@ static int send_frame(struct gw_backend_conn *conn, struct lws *wsi,
     return (int)msg->len;
 }
 
-/* Whether a message goes by send_frame: see there. */
+/*
+ * Whether a message goes by send_frame: see there. That lws has nothing
+ * buffered is the callers' to know: write_now runs after can_write_now or
+ * release's own check, and lws calls on_writeable only once its buffer is
+ * out, so it is not asked a third time per packet here.
+ */
 static bool frame_here(const struct gw_backend_conn *conn,
                        const struct tx_msg *msg)
 {
-    return msg->binary && !conn->tls && conn->fd >= 0 && msg->len < 65536 &&
-           !lws_partial_buffered(conn->wsi);
+    return msg->binary && !conn->tls && conn->fd >= 0 && msg->len < 65536;
 }
 
 /*
