@@ -99,36 +99,9 @@ ulimit -n 65536 2>/dev/null || true
 
 # shellcheck source-path=SCRIPTDIR source=../scripts/lib.sh
 . scripts/lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. bench/lib.sh
 tmp=$GW_TMP
-
-# Where each part runs and how the others reach it: the same layout as
-# bench/run.sh, in namespaces of their own so that both can run at once.
-in_gw=() in_dev=() in_be=()
-gw_ip=127.0.0.1 be_ip=127.0.0.1
-ns_names=(hbclu-gw hbclu-dev hbclu-be)
-
-netns_down() {
-    local ns
-    for ns in "${ns_names[@]}"; do
-        ip netns del "$ns" 2>/dev/null || true
-    done
-}
-
-# veth A-NS A-IF A-IP B-NS B-IF B-IP
-veth() {
-    ip link add "$2" netns "$1" type veth peer name "$5" netns "$4"
-    ip -n "$1" addr add "$3/30" dev "$2"
-    ip -n "$4" addr add "$6/30" dev "$5"
-    local ns dev ns_dev
-    for ns_dev in "$1:$2" "$4:$5"; do
-        ns=${ns_dev%%:*} dev=${ns_dev#*:}
-        ip -n "$ns" link set "$dev" up
-        # As in bench/run.sh: each end receives in its own NAPI thread.
-        ip netns exec "$ns" ethtool -K "$dev" gro on tso off gso off \
-            >/dev/null
-        ip netns exec "$ns" sh -c "echo 1 >/sys/class/net/$dev/threaded"
-    done
-}
 
 # BENCH_NAPI_FIFO=1: the veth ends' NAPI threads in SCHED_FIFO, so that
 # they preempt every process as a network card's interrupt and softirq
@@ -143,40 +116,12 @@ napi_fifo() {
     fi
 }
 
-netns_up() {
-    netns_down
-    local ns
-    for ns in "${ns_names[@]}"; do
-        ip netns add "$ns"
-        ip -n "$ns" link set lo up
-    done
-    veth hbclu-gw hbcgw-dev 198.18.0.1 hbclu-dev hbcdev 198.18.0.2
-    veth hbclu-gw hbcgw-be 198.18.1.1 hbclu-be hbcbe 198.18.1.2
-    in_gw=(ip netns exec hbclu-gw)
-    in_dev=(ip netns exec hbclu-dev)
-    in_be=(ip netns exec hbclu-be)
-    gw_ip=198.18.0.1 be_ip=198.18.1.2
-}
-
+# The same layout as bench/run.sh, in namespaces of their own so that
+# both can run at once.
 if [[ $net == netns ]]; then
-    command -v ethtool >/dev/null || apt-get install -y ethtool >/dev/null
-    trap 'gw_cleanup; netns_down' EXIT
-    netns_up
+    bench_netns_up hbclu hbc
     napi_fifo
 fi
-
-# Packets the veth pairs dropped so far (their ends' rx and tx drops).
-veth_drops() {
-    if [[ $net != netns ]]; then
-        echo 0
-        return
-    fi
-    local ns
-    for ns in "${ns_names[@]}"; do
-        ip -n "$ns" -s -j link show | jq '[.[] | select(.ifname != "lo") |
-            .stats64.rx.dropped + .stats64.tx.dropped] | add // 0'
-    done | awk '{ t += $1 } END { print t + 0 }'
-}
 
 # veth_drop_list: "ifname rx_dropped tx_dropped" of each veth end, to
 # tell which receiver was starved.
@@ -191,33 +136,11 @@ veth_drop_list() {
     fi
 }
 
-# UDP datagrams dropped on a full socket buffer on the gateways' side.
-rcvbuf_errors() {
-    # shellcheck disable=SC2016 # awk's own $6
-    "${in_gw[@]}" awk '/^Udp:/ { if (h) { print $6; exit } h = 1 }' \
-        /proc/net/snmp
-}
-
 # wakeups PID: the context switches of the process's main thread (the
 # gateway's loop): each is a wait in epoll, or a preemption.
 wakeups() {
     awk '/^(non)?voluntary_ctxt_switches/ { n += $2 } END { print n + 0 }' \
         "/proc/$1/status" 2>/dev/null || echo 0
-}
-
-cpu_ticks() { # PID: utime + stime, 0 once it is gone
-    awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
-}
-
-# napi_ticks PATTERN: CPU ticks of the NAPI threads whose name matches.
-napi_ticks() {
-    local t=0 pid
-    if [[ $net == netns ]]; then
-        for pid in $(pgrep "$1" || true); do
-            t=$((t + $(cpu_ticks "$pid")))
-        done
-    fi
-    echo "$t"
 }
 
 # The machine's CPU so far: "busy steal total" in ticks over all cores
@@ -265,10 +188,6 @@ others() {
             print "" }' "$before" "$after"
 }
 
-rss_kb() {
-    awk '/^VmRSS/ { print $2 }' "/proc/$1/status"
-}
-
 # metrics HTTP_PORT FILE: one instance's /metrics.
 metrics() {
     "${in_gw[@]}" curl -fsS --max-time 10 -H 'Authorization: Bearer bench' \
@@ -293,29 +212,28 @@ relay_hist() {
             END { for (i = 1; i <= n; i++) print o[i], c[o[i]] }'
 }
 
-# relay_percentiles BEFORE AFTER: "p50/p99" of the window in ms,
-# interpolated within buckets (as bench/run.sh does).
-relay_percentiles() {
-    paste "$1" "$2" | awk '{ le[NR] = $1; c[NR] = $4 - $2 } END {
-        n = c[NR]
-        if (n == 0) { print "-"; exit }
-        split("0.5 0.99", qs, " ")
-        for (k = 1; k <= 2; k++) {
-            want = qs[k] * n; lo = 0; prev = 0
-            for (i = 1; i <= NR; i++) {
-                if (c[i] >= want && le[i] == "+Inf") {
-                    q[k] = sprintf(">%g", lo * 1000)
-                    break
-                }
-                if (c[i] >= want) {
-                    f = (c[i] > prev) ? (want - prev) / (c[i] - prev) : 1
-                    q[k] = sprintf("%.3f", (lo + (le[i] - lo) * f) * 1000)
-                    break
-                }
-                lo = le[i]; prev = c[i]
-            }
-        }
-        printf "%s/%s\n", q[1], q[2] }'
+# window_edge ARRAY: the CPU ticks (and each gateway's wakeups) of every
+# process of the run at one edge of the steady window, into ARRAY; reads
+# run_config's names, pid, mq, be and load.
+# shellcheck disable=SC2034 # at: the caller's array, by name
+window_edge() {
+    local -n at=$1
+    local name
+    for name in "${names[@]}"; do
+        at["$name"]=$(cpu_ticks "${pid[$name]}")
+        at["w$name"]=$(wakeups "${pid[$name]}")
+    done
+    at["mq"]=$(cpu_ticks "$mq")
+    at["be"]=$(cpu_ticks "$be")
+    at["load"]=$(cpu_ticks "$load")
+    at["napi_gw"]=$(napi_ticks '^napi/hbcgw-')
+    at["napi"]=$(napi_ticks '^napi/hbc')
+}
+
+# relay_p50p99 BEFORE AFTER: "p50/p99" of the window in ms.
+relay_p50p99() {
+    relay_percentiles "$1" "$2" |
+        awk '{ print ($1 == "-") ? "-" : $1 "/" $2 }'
 }
 
 # uplink_loss DEVICE_CSV BACKEND_CSV W0 W1: "lost sent lost_all sent_all"
@@ -477,14 +395,8 @@ EOF
     local -A c0=() c1=()
     for name in "${names[@]}"; do
         metrics "${hp[$name]}" "$dir/m0.$name"
-        c0[$name]=$(cpu_ticks "${pid[$name]}")
-        c0[w$name]=$(wakeups "${pid[$name]}")
     done
-    c0[mq]=$(cpu_ticks "$mq")
-    c0[be]=$(cpu_ticks "$be")
-    c0[load]=$(cpu_ticks "$load")
-    c0[napi_gw]=$(napi_ticks '^napi/hbcgw-')
-    c0[napi]=$(napi_ticks '^napi/hbc')
+    window_edge c0
     local vw0 vw1
     vw0=$(veth_drops)
     m0=$(machine_ticks)
@@ -508,16 +420,10 @@ EOF
     m1=$(machine_ticks)
     proc_snapshot "$dir/procs1"
     la1=$(cut -d' ' -f1 /proc/loadavg)
+    window_edge c1
     for name in "${names[@]}"; do
-        c1[$name]=$(cpu_ticks "${pid[$name]}")
-        c1[w$name]=$(wakeups "${pid[$name]}")
         metrics "${hp[$name]}" "$dir/m1.$name"
     done
-    c1[mq]=$(cpu_ticks "$mq")
-    c1[be]=$(cpu_ticks "$be")
-    c1[load]=$(cpu_ticks "$load")
-    c1[napi_gw]=$(napi_ticks '^napi/hbcgw-')
-    c1[napi]=$(napi_ticks '^napi/hbc')
     vw1=$(veth_drops)
     local -A rss1=()
     for name in "${names[@]}"; do
@@ -585,14 +491,14 @@ EOF
         shares+="${shares:+ / }$s"
         relay_hist "$dir/m0.$name" >"$dir/h0.$name"
         relay_hist "$dir/m1.$name" >"$dir/h1.$name"
-        p50p99+="${p50p99:+ ; }$(relay_percentiles "$dir/h0.$name" "$dir/h1.$name")"
+        p50p99+="${p50p99:+ ; }$(relay_p50p99 "$dir/h0.$name" "$dir/h1.$name")"
         rssp+="${rssp:+ / }$(echo "scale=1; (${rss1[$name]} - ${rss0[$name]}) / $((s > 0 ? s : 1))" | bc)"
     done
     if [[ $cfg == two ]]; then
         # Both instances' windows together.
         relay_hist "$dir"/m0.bench-* >"$dir/h0.all"
         relay_hist "$dir"/m1.bench-* >"$dir/h1.all"
-        p50p99+=" (both: $(relay_percentiles "$dir/h0.all" "$dir/h1.all"))"
+        p50p99+=" (both: $(relay_p50p99 "$dir/h0.all" "$dir/h1.all"))"
         rssp+=" (both: $(echo "scale=1; $kb / $n" | bc))"
     fi
     local us_per_packet pps gcpu

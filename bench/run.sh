@@ -67,51 +67,9 @@ rows=()
 sc_rows=()
 
 . scripts/lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. bench/lib.sh
 tmp=$GW_TMP
-
-# Where each part runs and how the others reach it.
-in_gw=() in_dev=() in_be=()
-gw_ip=127.0.0.1 be_ip=127.0.0.1
-ns_names=(hbbench-gw hbbench-dev hbbench-be)
-
-netns_down() {
-    local ns
-    for ns in "${ns_names[@]}"; do
-        ip netns del "$ns" 2>/dev/null || true
-    done
-}
-
-# veth A-NS A-IF A-IP B-NS B-IF B-IP
-veth() {
-    ip link add "$2" netns "$1" type veth peer name "$5" netns "$4"
-    ip -n "$1" addr add "$3/30" dev "$2"
-    ip -n "$4" addr add "$6/30" dev "$5"
-    local ns dev
-    for ns_dev in "$1:$2" "$4:$5"; do
-        ns=${ns_dev%%:*} dev=${ns_dev#*:}
-        ip -n "$ns" link set "$dev" up
-        # GRO gives the end its NAPI; without TSO/GSO every TCP segment
-        # is eligible for it; threaded moves the NAPI into a kthread.
-        ip netns exec "$ns" ethtool -K "$dev" gro on tso off gso off \
-            >/dev/null
-        ip netns exec "$ns" sh -c "echo 1 >/sys/class/net/$dev/threaded"
-    done
-}
-
-netns_up() {
-    netns_down
-    local ns
-    for ns in "${ns_names[@]}"; do
-        ip netns add "$ns"
-        ip -n "$ns" link set lo up
-    done
-    veth hbbench-gw hbgw-dev 198.18.0.1 hbbench-dev hbdev 198.18.0.2
-    veth hbbench-gw hbgw-be 198.18.1.1 hbbench-be hbbe 198.18.1.2
-    in_gw=(ip netns exec hbbench-gw)
-    in_dev=(ip netns exec hbbench-dev)
-    in_be=(ip netns exec hbbench-be)
-    gw_ip=198.18.0.1 be_ip=198.18.1.2
-}
 
 # The pinned layout: the gateway on CPU 0, everything else (this script
 # and what it starts, the NAPI threads) on the rest. A NAPI thread woken
@@ -147,39 +105,9 @@ pin_napi() {
 }
 
 if [[ $net == netns ]]; then
-    command -v ethtool >/dev/null || apt-get install -y ethtool >/dev/null
-    trap 'gw_cleanup; netns_down' EXIT
-    netns_up
+    bench_netns_up hbbench hb
     pin_napi
 fi
-
-# Packets the veth pairs dropped so far (their ends' rx and tx drops).
-veth_drops() {
-    if [[ $net != netns ]]; then
-        echo 0
-        return
-    fi
-    local ns
-    for ns in hbbench-gw hbbench-dev hbbench-be; do
-        ip -n "$ns" -s -j link show | jq '[.[] | select(.ifname != "lo") |
-            .stats64.rx.dropped + .stats64.tx.dropped] | add // 0'
-    done | awk '{ t += $1 } END { print t + 0 }'
-}
-
-# UDP datagrams the gateway's side dropped on a full socket buffer.
-rcvbuf_errors() {
-    "${in_gw[@]}" awk '/^Udp:/ { if (h) { print $6; exit } h = 1 }' \
-        /proc/net/snmp
-}
-
-# CPU ticks of the NAPI threads that receive for the gateway's side.
-napi_ticks() {
-    local t=0 pid
-    for pid in $(pgrep '^napi/hbgw-' || true); do
-        t=$((t + $(cpu_ticks "$pid")))
-    done
-    echo "$t"
-}
 
 # relay_hist FILE: the gateway's relay delay histogram ("le count" lines,
 # cumulative) from /metrics.
@@ -190,42 +118,8 @@ relay_hist() {
             >"$1"
 }
 
-# relay_percentiles BEFORE AFTER: "p50 p99 share<=1ms" of the window, in
-# ms, interpolated within buckets.
-relay_percentiles() {
-    paste "$1" "$2" | awk '{ le[NR] = $1; c[NR] = $4 - $2 } END {
-        n = c[NR]
-        if (n == 0) { print "- - -"; exit }
-        for (i = 1; i <= NR; i++) if (le[i] == "0.001") share = c[i] / n
-        split("0.5 0.99", qs, " ")
-        for (k = 1; k <= 2; k++) {
-            want = qs[k] * n; lo = 0; prev = 0
-            for (i = 1; i <= NR; i++) {
-                if (c[i] >= want && le[i] == "+Inf") {
-                    q[k] = sprintf(">%g", lo * 1000) # past the last bound
-                    break
-                }
-                if (c[i] >= want) {
-                    f = (c[i] > prev) ? (want - prev) / (c[i] - prev) : 1
-                    q[k] = sprintf("%.3f", (lo + (le[i] - lo) * f) * 1000)
-                    break
-                }
-                lo = le[i]; prev = c[i]
-            }
-        }
-        printf "%s %s %.2f\n", q[1], q[2], share * 100 }'
-}
-
-cpu_ticks() { # PID: utime + stime
-    awk '{ print $14 + $15 }' "/proc/$1/stat"
-}
-
 user_ticks() { # PID: utime alone
     awk '{ print $14 }' "/proc/$1/stat"
-}
-
-rss_kb() {
-    awk '/^VmRSS/ { print $2 }' "/proc/$1/status"
 }
 
 # The gateway's relayed audio packets so far (both directions).
@@ -341,7 +235,7 @@ EOF
     t0=$(date +%s.%N)
     c0=$(cpu_ticks "$g")
     u0=$(user_ticks "$g")
-    k0=$(napi_ticks)
+    k0=$(napi_ticks '^napi/hbgw-')
     r0=$(relayed "$g" "$dir/gw.log")
     relay_hist "$dir/relay0"
     if [[ -n ${BENCH_PERF:-} ]]; then
@@ -357,7 +251,7 @@ EOF
     t1=$(date +%s.%N)
     c1=$(cpu_ticks "$g")
     u1=$(user_ticks "$g")
-    k1=$(napi_ticks)
+    k1=$(napi_ticks '^napi/hbgw-')
     r1=$(relayed "$g" "$dir/gw.log")
     relay_hist "$dir/relay1"
     rss1=$(rss_kb "$g")
