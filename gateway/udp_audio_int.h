@@ -54,7 +54,7 @@ struct gw_udp_audio {
     int rx_tfd;               /* -1 when none */
     uv_poll_t rx_tick;        /* readable when a tick has passed */
     bool rx_tick_open;        /* rx_tick was initialised */
-    unsigned rx_tick_us;      /* the armed period; 0: on the socket's events */
+    unsigned rx_tick_us;      /* the armed tick; 0: on the socket's events */
     bool rx_stamped;          /* the kernel timestamps each datagram */
     bool closing;             /* gw_udp_audio_close() was called */
     gw_udp_close_cb close_cb; /* called once all handles closed */

@@ -30,14 +30,18 @@
  * Above it, packets arriving one by one would each cost a wakeup, which
  * costs more than everything else done for a packet (on the bench's
  * virtual machine about as much as relaying several: bench/NOTES.md). So
- * the socket leaves the poll set and a periodic timer reads it every
- * tick, and a wakeup reads all that came meanwhile. The tick is the time
- * RX_BATCH datagrams take to arrive at the current rate, so that one
- * recvmmsg takes them, but never longer than RX_TICK_MAX_US, the delay a
- * packet may wait for it (the relay histogram shows it), nor shorter than
- * RX_TICK_MIN_US. The timer is a timerfd: libuv's timers count whole
- * milliseconds. A tick costs its wakeup, one read of the timerfd and the
- * recvmmsg; no epoll_ctl while the mode holds.
+ * the socket leaves the poll set and a timer reads it: each wakeup reads
+ * all that came meanwhile, then arms the timer again for one tick from
+ * then. The tick is the time RX_BATCH datagrams take to arrive at the
+ * current rate, so that one recvmmsg takes them, but never longer than
+ * RX_TICK_MAX_US, nor shorter than RX_TICK_MIN_US. A packet so waits at
+ * most a tick plus one wakeup's work (the relay histogram shows it).
+ * Counted from the end of the work rather than on a fixed period, the
+ * timer wakes less often for the same tick as the load grows, the way a
+ * relay that pauses after each read does (bench/loopback_floor). The
+ * timer is a timerfd (libuv's timers count whole milliseconds) and arming
+ * it again also clears its expiry: a tick costs its wakeup, the recvmmsg
+ * and one timerfd_settime; no epoll_ctl while the mode holds.
  *
  * One wakeup reads at most RX_ROUNDS batches, so a flood cannot keep the
  * loop from its other sockets; the rest waits for the next one.
@@ -603,31 +607,43 @@ static unsigned tick_for_rate(unsigned rate)
 static void on_readable(uv_poll_t *poll, int status, int events);
 static void on_tick(uv_poll_t *poll, int status, int events);
 
+/* Arms the read timer once, us from now; 0 disarms. Either way its expiry
+ * is cleared, so the poll does not fire again for the one just read.
+ * Returns 0 or a negative errno. */
+static int arm_tick(struct gw_udp_audio *ua, unsigned us)
+{
+    struct itimerspec its = {
+        .it_value = {0, (long)us * 1000}, /* all zero disarms */
+    };
+
+    if (timerfd_settime(ua->rx_tfd, 0, &its, NULL) != 0) {
+        int err = -errno;
+        GW_LOG(GW_LOG_WARN, "udp", "read timer: %s", strerror(-err));
+        return err;
+    }
+    return 0;
+}
+
 /*
- * Switches mode, or the tick, for the rate just seen. A tick within an
- * eighth of the running one is kept: re-arming costs a system call and
- * the rate moves a little every window.
+ * After a wakeup's reads: the mode, and in tick mode the next tick, for
+ * the rate just seen. `ticking` says whether a tick woke us (its expiry
+ * must be cleared, by arming again or by disarming).
  */
-static void adapt_reading(struct gw_udp_audio *ua)
+static void adapt_reading(struct gw_udp_audio *ua, bool ticking)
 {
     unsigned us = tick_for_rate(ua->rx_rate);
     unsigned cur = ua->rx_tick_us;
 
-    if (us == cur ||
-        (us != 0 && cur != 0 && us + us / 8 >= cur && us <= cur + cur / 8)) {
-        return;
+    if (us == 0 && !ticking) {
+        return; /* events, and staying so */
     }
-    struct itimerspec its = {
-        .it_interval = {0, (long)us * 1000},
-        .it_value = {0, (long)us * 1000}, /* all zero disarms */
-    };
-    if (timerfd_settime(ua->rx_tfd, 0, &its, NULL) != 0) {
-        GW_LOG(GW_LOG_WARN, "udp", "read timer: %s", strerror(errno));
+    if (arm_tick(ua, us) < 0) {
+        (void)arm_tick(ua, 0);
         us = 0; /* the socket's events never fail to come */
     }
-    if (us == 0) {
+    if (us == 0 && cur != 0) {
         (void)uv_poll_start(&ua->rx_poll, UV_READABLE, on_readable);
-    } else if (cur == 0) {
+    } else if (us != 0 && cur == 0) {
         uv_poll_stop(&ua->rx_poll);
     }
     ua->rx_tick_us = us;
@@ -671,32 +687,35 @@ static void on_readable(uv_poll_t *poll, int status, int events)
     }
     ua->stats.rx_wakeups_events++;
     if (read_rounds(ua) >= 0 && !ua->closing) {
-        adapt_reading(ua);
+        adapt_reading(ua, false);
     }
 }
 
 static void on_tick(uv_poll_t *poll, int status, int events)
 {
     struct gw_udp_audio *ua = poll->data;
-    uint64_t expirations;
     int n;
 
     (void)events;
-    if (ua->closing || status < 0) {
+    if (ua->closing) {
         return;
     }
-    /* Level-triggered: the count must be read, or the poll fires again. */
-    if (read(ua->rx_tfd, &expirations, sizeof(expirations)) < 0 &&
-        errno != EAGAIN) {
-        GW_LOG(GW_LOG_DEBUG, "udp", "read timer: %s", strerror(errno));
+    if (status < 0) {
+        /* Not armed again, the timer would never come back: the socket's
+         * events take over until the next window. */
+        GW_LOG(GW_LOG_WARN, "udp", "read timer poll: %s", uv_strerror(status));
+        ua->rx_rate = 0;
+        adapt_reading(ua, true);
+        return;
     }
     ua->stats.rx_wakeups_ticks++;
     n = read_rounds(ua);
     if (n == 0) {
         count_rate(ua, 0); /* a quiet tick still moves the window */
     }
-    if (n >= 0 && !ua->closing) {
-        adapt_reading(ua);
+    if (!ua->closing) {
+        /* Even after a failed read: the tick is re-armed or cleared. */
+        adapt_reading(ua, true);
     }
 }
 
