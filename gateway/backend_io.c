@@ -329,11 +329,22 @@ static struct tx_msg *queue_pop(struct gw_backend_conn *conn)
     return msg;
 }
 
-/* One message per writable event; the close frame goes after the last. */
+/* One message per writable event, a keepalive ping first; the close frame
+ * goes after the last. */
 int gw_backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi)
 {
-    struct tx_msg *msg = queue_pop(conn);
+    struct tx_msg *msg;
 
+    if (conn->state == CONN_OPEN) {
+        int rc = gw_backend_alive_write_ping(conn, wsi);
+        if (rc != 0) {
+            if (rc > 0 && conn->tx_head != NULL) {
+                lws_callback_on_writable(wsi);
+            }
+            return rc < 0 ? -1 : 0;
+        }
+    }
+    msg = queue_pop(conn);
     if (msg == NULL) {
         if (conn->state == CONN_CLOSING && !conn->close_sent) {
             gw_backend_close_with(conn, wsi, LWS_CLOSE_STATUS_NORMAL);

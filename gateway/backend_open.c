@@ -343,6 +343,7 @@ int gw_backend_conn_open(struct gw_backend_ws *bws,
     conn->started_ms = uv_now(bws->loop);
     gw_list_insert_head(&bws->conns, &conn->link);
     gw_list_init(&conn->held);
+    gw_list_init(&conn->quiet);
     bws->stats.live++;
     uv_timer_init(bws->loop, &conn->timer);
     conn->timer.data = conn;

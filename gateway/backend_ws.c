@@ -55,6 +55,7 @@ static void on_conn_closed(uv_handle_t *handle)
 
     gw_list_unlink(&conn->link);
     gw_list_unlink(&conn->held);
+    gw_backend_alive_stop(conn);
     bws->stats.live--;
     gw_log(GW_LOG_INFO, conn->subject, "backend %s closed after %llu ms: %s",
            conn->name,
@@ -86,6 +87,7 @@ void gw_backend_finish(struct gw_backend_conn *conn, const char *reason,
     }
     conn->state = CONN_DONE;
     gw_backend_set_reason(conn, "%s", reason);
+    gw_backend_alive_stop(conn);
     /* Still resolving: the answer must not reach a connection gone. */
     gw_dns_cancel(conn->dns_req);
     conn->dns_req = NULL;
@@ -164,6 +166,7 @@ static void on_established(struct gw_backend_conn *conn)
     gw_log(GW_LOG_DEBUG, conn->subject, "backend %s connected in %llu ms",
            conn->name,
            (unsigned long long)(uv_now(conn->bws->loop) - conn->started_ms));
+    gw_backend_alive_start(conn);
     if (conn->ev.on_open != NULL) {
         conn->ev.on_open(conn, conn->owner);
     }
@@ -179,6 +182,7 @@ static bool per_connection(enum lws_callback_reasons reason)
     case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
     case LWS_CALLBACK_CLIENT_RECEIVE:
+    case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
     case LWS_CALLBACK_CLIENT_WRITEABLE:
     case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
@@ -235,6 +239,9 @@ static int handle_lws(struct lws *wsi, enum lws_callback_reasons reason,
         return 0;
     case LWS_CALLBACK_CLIENT_RECEIVE:
         return gw_backend_on_receive(conn, wsi, in, len);
+    case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
+        gw_backend_alive_pong(conn);
+        return 0;
     case LWS_CALLBACK_CLIENT_WRITEABLE:
         return gw_backend_on_writeable(conn, wsi);
     case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE: {
@@ -281,10 +288,8 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 
 void gw_backend_ws_set_ping(struct gw_backend_ws *bws, unsigned secs)
 {
-    /* lws: hangup 0 turns the checks off; it must exceed the ping. */
     secs = secs > 30000 ? 30000 : secs;
-    bws->retry.secs_since_valid_ping = (uint16_t)secs;
-    bws->retry.secs_since_valid_hangup = (uint16_t)(2 * secs);
+    bws->ping_ms = secs * 1000u;
 }
 
 /*
@@ -314,6 +319,7 @@ int gw_backend_ws_init(uv_loop_t *loop, const char *ca_file,
     }
     gw_list_init(&bws->conns);
     gw_list_init(&bws->held);
+    gw_list_init(&bws->quiet);
     if (gw_dns_create(loop, NULL, &bws->dns) != 0) {
         free(bws);
         return GW_ENOMEM;

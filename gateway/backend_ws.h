@@ -62,7 +62,9 @@ struct gw_backend_ws_stats {
     uint64_t rx_text, rx_audio, tx_text, tx_audio;
     uint64_t rx_bad_frames; /* undecodable binary messages */
     uint64_t tx_dropped;    /* send queue full */
+    uint64_t tx_pings;      /* to connections that heard nothing */
     uint64_t rx_pongs;      /* answers to the idle pings */
+    uint64_t ping_timeouts; /* connections dropped: no answer to a ping */
     uint64_t live;          /* connections whose on_close is still due */
 };
 
@@ -100,10 +102,10 @@ void gw_backend_ws_get_dns_stats(const struct gw_backend_ws *bws,
                                  struct gw_dns_stats *out);
 
 /*
- * A connection that received nothing valid for secs gets a WebSocket
- * ping, and is dropped ("connection lost") when no pong follows within
- * secs more; 0 turns this off. Default 30. For connections opened after
- * the call.
+ * A connection that received no pong for secs gets a WebSocket ping, and
+ * is dropped ("connection lost: no pong") when none follows within secs
+ * more; 0 turns this off. Default 30. For connections opened after the
+ * call.
  */
 void gw_backend_ws_set_ping(struct gw_backend_ws *bws, unsigned secs);
 

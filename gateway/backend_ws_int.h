@@ -52,7 +52,13 @@ struct gw_backend_conn {
     struct gw_backend_ws *bws;
     struct gw_list link; /* on bws->conns */
     struct gw_list held; /* on bws->held while its writes wait (hold) */
-    struct lws *wsi;     /* NULL once unhooked */
+    /* The keepalive (backend_alive.c): on bws->quiet while open, in the
+     * order of alive_due, when it is pinged or dropped. */
+    struct gw_list quiet;
+    uint64_t alive_due; /* loop ms */
+    bool ping_wanted;   /* at the next writable event */
+    bool ping_out;      /* sent, not answered yet */
+    struct lws *wsi;    /* NULL once unhooked */
     int fd; /* its socket once open: plain ws:// audio frames go straight */
     uv_timer_t timer; /* connect timeout, close linger; its close is ours */
     enum conn_state state;
@@ -124,7 +130,7 @@ struct gw_backend_ws {
     unsigned n_ca;
     struct gw_list conns; /* every connection not yet freed */
     struct gw_dns *dns;   /* backend host names, off the loop */
-    uv_timer_t timer;     /* shutdown steps */
+    uv_timer_t timer;     /* the keepalive tick, then the shutdown steps */
     enum bws_phase phase;
     gw_backend_ws_close_cb close_cb;
     void *close_arg;
@@ -134,9 +140,11 @@ struct gw_backend_ws {
      * wait in their queue, in the order of their first one. */
     bool holding;
     struct gw_list held;
-    /* Every connection's ping/pong when idle: lws keeps the pointer
-     * and reads the values when it schedules a check. */
+    /* lws's own ping checks stay off (all zero: see backend_alive.c);
+     * lws keeps the pointer. */
     lws_retry_bo_t retry;
+    unsigned ping_ms;     /* 0: no keepalive */
+    struct gw_list quiet; /* open connections by keepalive deadline */
     /* Drop counters per backend name, kept until the end. */
     struct backend_drops *drops;
 };
@@ -189,5 +197,14 @@ struct backend_drops *gw_backend_drops_get(struct gw_backend_ws *bws,
 
 /* Frees every backend's drop counters (backend_io.c). */
 void gw_backend_drops_free(struct gw_backend_ws *bws);
+
+/* The keepalive (backend_alive.c). start: the connection is open; pong:
+ * its backend answered; stop: it is ending.
+ * write_ping, from its writable callback: 0 nothing owed, 1 sent, -1 the
+ * write failed. */
+void gw_backend_alive_start(struct gw_backend_conn *conn);
+void gw_backend_alive_pong(struct gw_backend_conn *conn);
+void gw_backend_alive_stop(struct gw_backend_conn *conn);
+int gw_backend_alive_write_ping(struct gw_backend_conn *conn, struct lws *wsi);
 
 #endif /* GW_BACKEND_WS_INT_H */

@@ -448,10 +448,18 @@ static void transport_part(struct out *o, const struct gw_metrics_sources *src)
                "Binary backend messages that did not decode in the "
                "backend's framing, by backend and reason.");
         gw_backend_ws_foreach_drops(src->bws, backend_drops, o);
+        counter(o, "hybridgw_backend_pings_total",
+                "Pings to backend connections that heard nothing for "
+                "health.ping_interval_s.",
+                bs.tx_pings);
         counter(o, "hybridgw_backend_pongs_total",
                 "Pongs answering the pings of idle backend connections "
                 "(health.ping_interval_s).",
                 bs.rx_pongs);
+        counter(o, "hybridgw_backend_ping_timeouts_total",
+                "Backend connections dropped as lost: no answer to a ping "
+                "within health.ping_interval_s.",
+                bs.ping_timeouts);
         counter(o, "hybridgw_backend_dropped_total",
                 "Messages dropped on a full backend send queue.",
                 bs.tx_dropped);

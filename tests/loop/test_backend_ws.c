@@ -98,6 +98,8 @@ static struct {
     bool raw_req_done;
     uv_write_t raw_write;
     char raw_resp[256];
+    uint8_t raw_after[64]; /* RAW_DEAF: the first bytes after the upgrade */
+    size_t raw_after_len;
 } T;
 
 static char cert_dir[64]; /* gw_fixture_certs(), for the whole run */
@@ -380,7 +382,9 @@ static bool raw_header(const char *name, char *out, size_t cap)
     return false;
 }
 
-enum { RAW_SILENT, RAW_UPGRADE, RAW_REFUSE };
+/* RAW_DEAF completes the upgrade, then keeps what comes and never answers
+ * (a backend that hangs without closing its socket). */
+enum { RAW_SILENT, RAW_UPGRADE, RAW_REFUSE, RAW_DEAF };
 
 static void raw_answer(void)
 {
@@ -414,6 +418,13 @@ static void raw_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     (void)stream;
     if (nread < 0) {
         raw_client_close();
+        return;
+    }
+    if (T.raw_req_done && T.raw_mode == RAW_DEAF) {
+        size_t room = sizeof(T.raw_after) - T.raw_after_len;
+        size_t n = (size_t)nread < room ? (size_t)nread : room;
+        memcpy(T.raw_after + T.raw_after_len, buf->base, n);
+        T.raw_after_len += n;
         return;
     }
     if (T.raw_req_done) {
@@ -1524,6 +1535,67 @@ static void test_open_refuses(void **state)
     assert_int_equal(T.opens + T.closes, 0);
 }
 
+/* ---- keepalive -------------------------------------------------------- */
+
+/*
+ * A connection that hears nothing for the ping interval is pinged; a
+ * backend that answers (lws's server pongs by itself) keeps it open.
+ */
+static void test_ping_answered(void **state)
+{
+    struct gw_backend_ws_stats st;
+
+    (void)state;
+    setup(NULL);
+    start_with_server();
+    gw_backend_ws_set_ping(T.bws, 1);
+    client_open();
+    RUN_UNTIL(T.opens == 1);
+    RUN_UNTIL((get_stats(&st), st.rx_pongs >= 3));
+    assert_true(st.tx_pings >= st.rx_pongs);
+    assert_int_equal(st.ping_timeouts, 0);
+    assert_int_equal(T.closes, 0);
+    assert_non_null(T.conn);
+    gw_backend_conn_close(T.conn);
+    RUN_UNTIL(T.closes == 1);
+    teardown_all();
+}
+
+/*
+ * A backend that stops answering without closing its socket: one ping
+ * after the interval, and after as long again the connection is dropped
+ * as lost, with the reason.
+ */
+static void test_no_pong_drops(void **state)
+{
+    struct gw_backend_ws_stats st;
+    uint64_t opened, closed;
+
+    (void)state;
+    setup(NULL);
+    raw_start(RAW_DEAF);
+    client_init(NULL);
+    gw_backend_ws_set_ping(T.bws, 1);
+    snprintf(T.url, sizeof(T.url), "ws://127.0.0.1:%d/", T.raw_port);
+    client_open();
+    RUN_UNTIL(T.opens == 1);
+    opened = uv_now(&T.fx.loop);
+    RUN_UNTIL(T.closes == 1);
+    closed = uv_now(&T.fx.loop);
+    assert_string_equal(T.reason, "connection lost: no pong");
+    get_stats(&st);
+    assert_int_equal(st.tx_pings, 1);
+    assert_int_equal(st.ping_timeouts, 1);
+    /* The ping on the wire: FIN + opcode 9, masked, no payload. */
+    assert_true(T.raw_after_len >= 6);
+    assert_int_equal(T.raw_after[0], 0x89);
+    assert_int_equal(T.raw_after[1], 0x80);
+    /* Two intervals, each up to a keepalive tick late. */
+    assert_true(closed - opened >= 2000);
+    assert_true(closed - opened <= 4500);
+    teardown_all();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1548,6 +1620,8 @@ int main(void)
         cmocka_unit_test(test_queue_limits),
         cmocka_unit_test(test_backpressure),
         cmocka_unit_test(test_open_refuses),
+        cmocka_unit_test(test_ping_answered),
+        cmocka_unit_test(test_no_pong_drops),
     };
 
     gw_fixture_filter();
