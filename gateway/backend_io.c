@@ -17,7 +17,11 @@
 
 #define TX_MAX_MSGS  256
 #define TX_MAX_BYTES (1024 * 1024)
-#define POOL_KEEP    8 /* spare buffers kept per connection */
+/* Spare buffers kept per connection: one is all a flowing stream uses (a
+ * frame is written before the next is read); what a backlog took beyond
+ * two goes back to the allocator once written, or 3000 sessions that once
+ * backed up keep 4 KB each (bench/NOTES.md). */
+#define POOL_KEEP 2
 /*
  * A buffer's room: at least POOL_MIN (an Opus frame of the usual bitrates,
  * most JSON messages), else what the message needs; spares are kept up to
