@@ -327,11 +327,11 @@ EOF
     # The floor reads as the gateway does at this rate: on every readable
     # event below 2 datagrams a millisecond, else after a pause of the
     # gateway's tick (gateway/udp_uplink.c: 64 datagrams' time, 100 to
-    # 500 us).
+    # 400 us).
     local rate=$((n * 1000 / 60)) pause_us=0
     if ((rate >= 2000)); then
         pause_us=$((64 * 1000000 / rate))
-        ((pause_us > 500)) && pause_us=500
+        ((pause_us > 400)) && pause_us=400
         ((pause_us < 100)) && pause_us=100
     fi
     "${in_gw[@]}" "${floor_perf[@]}" "$floor_bin" --conns "$n" \

@@ -62,7 +62,7 @@ struct gw_backend_ws_stats {
     uint64_t rx_text, rx_audio, tx_text, tx_audio;
     uint64_t rx_bad_frames; /* undecodable binary messages */
     uint64_t tx_dropped;    /* send queue full */
-    uint64_t tx_pings;      /* to connections that heard nothing */
+    uint64_t tx_pings;      /* to connections with no pong for a while */
     uint64_t rx_pongs;      /* answers to the idle pings */
     uint64_t ping_timeouts; /* connections dropped: no answer to a ping */
     uint64_t live;          /* connections whose on_close is still due */

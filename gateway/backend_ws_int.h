@@ -52,13 +52,7 @@ struct gw_backend_conn {
     struct gw_backend_ws *bws;
     struct gw_list link; /* on bws->conns */
     struct gw_list held; /* on bws->held while its writes wait (hold) */
-    /* The keepalive (backend_alive.c): on bws->quiet while open, in the
-     * order of alive_due, when it is pinged or dropped. */
-    struct gw_list quiet;
-    uint64_t alive_due; /* loop ms */
-    bool ping_wanted;   /* at the next writable event */
-    bool ping_out;      /* sent, not answered yet */
-    struct lws *wsi;    /* NULL once unhooked */
+    struct lws *wsi;     /* NULL once unhooked */
     int fd; /* its socket once open: plain ws:// audio frames go straight */
     uv_timer_t timer; /* connect timeout, close linger; its close is ours */
     enum conn_state state;
@@ -99,6 +93,12 @@ struct gw_backend_conn {
     struct tx_msg *tx_head, *tx_tail, *spare;
     size_t tx_count, tx_bytes, spare_count;
     char reason[REASON_MAX]; /* the first cause of the end wins */
+    /* The keepalive (backend_alive.c): on bws->quiet while open, in the
+     * order of alive_due, when it is pinged or dropped. */
+    struct gw_list quiet;
+    uint64_t alive_due; /* loop ms */
+    bool ping_wanted;   /* at the next writable event */
+    bool ping_out;      /* sent, not answered yet */
 };
 
 /* Binary messages of one backend (by name) dropped, for /metrics. */

@@ -449,7 +449,7 @@ static void transport_part(struct out *o, const struct gw_metrics_sources *src)
                "backend's framing, by backend and reason.");
         gw_backend_ws_foreach_drops(src->bws, backend_drops, o);
         counter(o, "hybridgw_backend_pings_total",
-                "Pings to backend connections that heard nothing for "
+                "Pings to backend connections that had no pong for "
                 "health.ping_interval_s.",
                 bs.tx_pings);
         counter(o, "hybridgw_backend_pongs_total",

@@ -49,7 +49,7 @@
 #define RX_ROUNDS      8
 #define RX_WINDOW_MS   10
 #define RX_SLOW        20 /* per RX_WINDOW_MS: 2 a millisecond */
-#define RX_TICK_MAX_US 500
+#define RX_TICK_MAX_US 400
 #define RX_TICK_MIN_US 100
 
 /* read_batch marks a batch's relayed datagrams in one 64-bit word. */
