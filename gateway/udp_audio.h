@@ -199,10 +199,10 @@ struct gw_udp_peer {
 
 /*
  * Binds the socket and starts reading. Above 2 datagrams a millisecond
- * uplink is read in batches on a periodic tick of at most 0.5 ms, so a
- * packet may wait that long (a wakeup per packet would cost more than the
- * rest of its handling; udp_uplink.c). Returns 0, GW_EINVAL (bad options)
- * or a libuv error (UV_EADDRINUSE...).
+ * uplink is read in batches, a tick of at most 0.4 ms after the last
+ * read, so a packet may wait that long and a read's work (a wakeup per
+ * packet would cost more than the rest of its handling; udp_uplink.c).
+ * Returns 0, GW_EINVAL (bad options) or a libuv error (UV_EADDRINUSE...).
  */
 GW_MUST_CHECK int gw_udp_audio_init(uv_loop_t *loop,
                                     const struct gw_udp_audio_options *opts,

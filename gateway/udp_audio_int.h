@@ -50,7 +50,7 @@ struct gw_udp_audio {
     unsigned rx_window_count; /* datagrams read in it */
     unsigned rx_rate;         /* datagrams of the last whole window */
     bool rx_poll_open;        /* rx_poll was initialised */
-    /* Reading on ticks (udp_uplink.c): a periodic timerfd and its poll. */
+    /* Reading on ticks (udp_uplink.c): a one-shot timerfd and its poll. */
     int rx_tfd;               /* -1 when none */
     uv_poll_t rx_tick;        /* readable when a tick has passed */
     bool rx_tick_open;        /* rx_tick was initialised */
