@@ -93,7 +93,7 @@ static void on_alive_tick(uv_timer_t *timer)
         if (conn->alive_due > now) {
             break; /* the rest are later still */
         }
-        if (conn->state != CONN_OPEN || conn->wsi == NULL) {
+        if (conn->state != CONN_OPEN) {
             gw_backend_alive_stop(conn); /* closing: its linger bounds it */
             continue;
         }

@@ -118,6 +118,16 @@ static void gauge(struct out *o, const char *name, const char *help, uint64_t n)
     sample(o, name, NULL, NULL, n);
 }
 
+/* A family of two samples that differ in one label's value. */
+static void pair(struct out *o, const char *name, const char *type,
+                 const char *help, const char *label, const char *a,
+                 uint64_t na, const char *b, uint64_t nb)
+{
+    family(o, name, type, help);
+    sample(o, name, label, a, na);
+    sample(o, name, label, b, nb);
+}
+
 /* ---- backend pools (gateway/backend_pool.c) ---- */
 
 struct pool_out {
@@ -309,24 +319,17 @@ static void sessions_part(struct out *o, const struct gw_metrics_sources *src)
         sample(o, "hybridgw_messages_refused_total", "reason",
                gw_refusal_name((enum gw_refusal)i), st->refused[i]);
     }
-    family(o, "hybridgw_messages_relayed_total", "counter",
-           "JSON messages relayed between devices and backends.");
-    sample(o, "hybridgw_messages_relayed_total", "direction",
-           "device_to_backend", st->device_messages);
-    sample(o, "hybridgw_messages_relayed_total", "direction",
-           "backend_to_device", st->backend_messages);
-    family(o, "hybridgw_audio_packets_total", "counter",
-           "Opus packets relayed between devices and backends.");
-    sample(o, "hybridgw_audio_packets_total", "direction", "device_to_backend",
-           st->uplink_audio);
-    sample(o, "hybridgw_audio_packets_total", "direction", "backend_to_device",
-           st->downlink_audio);
-    family(o, "hybridgw_presence_changes_total", "counter",
-           "Devices the broker reported coming online or going offline.");
-    sample(o, "hybridgw_presence_changes_total", "to", "online",
-           st->presence_online);
-    sample(o, "hybridgw_presence_changes_total", "to", "offline",
-           st->presence_offline);
+    pair(o, "hybridgw_messages_relayed_total", "counter",
+         "JSON messages relayed between devices and backends.", "direction",
+         "device_to_backend", st->device_messages, "backend_to_device",
+         st->backend_messages);
+    pair(o, "hybridgw_audio_packets_total", "counter",
+         "Opus packets relayed between devices and backends.", "direction",
+         "device_to_backend", st->uplink_audio, "backend_to_device",
+         st->downlink_audio);
+    pair(o, "hybridgw_presence_changes_total", "counter",
+         "Devices the broker reported coming online or going offline.", "to",
+         "online", st->presence_online, "offline", st->presence_offline);
 }
 
 /* The outbox of device-bound messages held over a broker outage. Held is
@@ -338,13 +341,10 @@ static void outbox_part(struct out *o, const struct gw_metrics_sources *src)
     if (pub == NULL) {
         return;
     }
-    family(o, "hybridgw_outbox_messages_total", "counter",
-           "Device-bound messages the outbox handled over broker outages, by "
-           "outcome.");
-    sample(o, "hybridgw_outbox_messages_total", "outcome", "held",
-           pub->stats.held);
-    sample(o, "hybridgw_outbox_messages_total", "outcome", "sent",
-           pub->stats.sent);
+    pair(o, "hybridgw_outbox_messages_total", "counter",
+         "Device-bound messages the outbox handled over broker outages, by "
+         "outcome.",
+         "outcome", "held", pub->stats.held, "sent", pub->stats.sent);
     sample(o, "hybridgw_outbox_messages_total", "outcome", "expired",
            pub->stats.expired);
     sample(o, "hybridgw_outbox_messages_total", "outcome", "overflow",
@@ -399,13 +399,11 @@ static void transport_part(struct out *o, const struct gw_metrics_sources *src)
                 us.rx_packets);
         counter(o, "hybridgw_udp_sent_total", "UDP audio datagrams sent.",
                 us.tx_audio);
-        family(o, "hybridgw_udp_read_wakeups_total", "counter",
-               "Wakeups that read the UDP socket: on its own events (slow "
-               "arrivals) or on the read timer's ticks (batches).");
-        sample(o, "hybridgw_udp_read_wakeups_total", "mode", "events",
-               us.rx_wakeups_events);
-        sample(o, "hybridgw_udp_read_wakeups_total", "mode", "ticks",
-               us.rx_wakeups_ticks);
+        pair(o, "hybridgw_udp_read_wakeups_total", "counter",
+             "Wakeups that read the UDP socket: on its own events (slow "
+             "arrivals) or on the read timer's ticks (batches).",
+             "mode", "events", us.rx_wakeups_events, "ticks",
+             us.rx_wakeups_ticks);
         family(o, "hybridgw_udp_drops_total", "counter",
                "UDP datagrams dropped, by reason.");
         for (int i = 0; i < GW_UDP_DROP_COUNT_; i++) {
@@ -471,12 +469,9 @@ static void transport_part(struct out *o, const struct gw_metrics_sources *src)
                 ms.connects);
         counter(o, "hybridgw_mqtt_disconnects_total",
                 "Broker connections lost or refused.", ms.disconnects);
-        family(o, "hybridgw_mqtt_messages_total", "counter",
-               "MQTT messages, by direction.");
-        sample(o, "hybridgw_mqtt_messages_total", "direction", "rx",
-               ms.rx_messages);
-        sample(o, "hybridgw_mqtt_messages_total", "direction", "tx",
-               ms.tx_messages);
+        pair(o, "hybridgw_mqtt_messages_total", "counter",
+             "MQTT messages, by direction.", "direction", "rx", ms.rx_messages,
+             "tx", ms.tx_messages);
         counter(o, "hybridgw_mqtt_dropped_total",
                 "Publishes dropped while the broker was away.", ms.tx_dropped);
     }
@@ -814,10 +809,9 @@ static void cluster_part(struct out *o, const struct gw_metrics_sources *src)
          d = d->hh.next) {
         owned += d->presence.online && gw_cluster_owns(c, d->client_id);
     }
-    family(o, "hybridgw_cluster_instances", "gauge",
-           "Live instances this one sees (itself included), by state.");
-    sample(o, "hybridgw_cluster_instances", "state", "running", st.running);
-    sample(o, "hybridgw_cluster_instances", "state", "draining", st.draining);
+    pair(o, "hybridgw_cluster_instances", "gauge",
+         "Live instances this one sees (itself included), by state.", "state",
+         "running", st.running, "draining", st.draining);
     gauge(o, "hybridgw_cluster_owned_devices",
           "Online devices whose new conversations are this instance's.", owned);
     counter(o, "hybridgw_cluster_hellos_ignored_total",
@@ -836,32 +830,23 @@ static void cluster_part(struct out *o, const struct gw_metrics_sources *src)
     }
     struct gw_cluster_rpc_stats rs;
     gw_cluster_rpc_get_stats(*src->crpc, &rs);
-    family(o, "hybridgw_cluster_requests_total", "counter",
-           "Device requests carried to their owner (out) and served here "
-           "for another instance (in).");
-    sample(o, "hybridgw_cluster_requests_total", "direction", "out",
-           rs.carried_out);
-    sample(o, "hybridgw_cluster_requests_total", "direction", "in",
-           rs.carried_in);
+    pair(o, "hybridgw_cluster_requests_total", "counter",
+         "Device requests carried to their owner (out) and served here "
+         "for another instance (in).",
+         "direction", "out", rs.carried_out, "in", rs.carried_in);
     counter(o, "hybridgw_cluster_replies_sent_total",
             "Ends of requests served here, sent back to their instance.",
             rs.replies_out);
-    family(o, "hybridgw_cluster_catalogs_total", "counter",
-           "Device catalogs sent by their owner (out) and taken (in).");
-    sample(o, "hybridgw_cluster_catalogs_total", "direction", "out",
-           rs.catalogs_out);
-    sample(o, "hybridgw_cluster_catalogs_total", "direction", "in",
-           rs.catalogs_in);
+    pair(o, "hybridgw_cluster_catalogs_total", "counter",
+         "Device catalogs sent by their owner (out) and taken (in).",
+         "direction", "out", rs.catalogs_out, "in", rs.catalogs_in);
     counter(o, "hybridgw_cluster_messages_refused_total",
             "Messages from other instances that did not parse or fit.",
             rs.refused);
-    family(o, "hybridgw_cluster_device_messages_total", "counter",
-           "Mode shared: device messages carried to the instance that "
-           "owns them (out) and carried here (in).");
-    sample(o, "hybridgw_cluster_device_messages_total", "direction", "out",
-           rs.up_out);
-    sample(o, "hybridgw_cluster_device_messages_total", "direction", "in",
-           rs.up_in);
+    pair(o, "hybridgw_cluster_device_messages_total", "counter",
+         "Mode shared: device messages carried to the instance that "
+         "owns them (out) and carried here (in).",
+         "direction", "out", rs.up_out, "in", rs.up_in);
 }
 
 static void loop_part(struct out *o, const struct gw_metrics_sources *src)
