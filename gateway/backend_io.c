@@ -12,8 +12,11 @@
 #include <libwebsockets.h>
 
 #include "codec/ws_frame.h"
-#include "gateway/backend_ws_int.h"
 #include "common/log.h"
+#include "gateway/backend_ws_int.h"
+#include "gateway/ws_random.h"
+
+_Static_assert(LWS_PRE >= GW_WS_FRAME_HEAD_MAX, "a frame head fits LWS_PRE");
 
 #define TX_MAX_MSGS  256
 #define TX_MAX_BYTES (1024 * 1024)
@@ -234,34 +237,33 @@ int gw_backend_on_receive(struct gw_backend_conn *conn, struct lws *wsi,
  * sent with one send(): libwebsockets' lws_write costs more than the rest
  * of the gateway's work for a packet (its per-byte masking, its state
  * checks across several structures; bench/NOTES.md). The head goes into
- * the LWS_PRE room before the payload, the key comes from the same strong
- * source lws uses (gateway/ws_random.c). Whatever the socket does not take
- * goes to lws as raw bytes, which it keeps and sends before anything it
- * writes itself (its own control frames included), so the stream stays
- * whole. Text, TLS and anything outside these bounds stay with lws.
+ * the GW_WS_FRAME_HEAD_MAX bytes before the payload (LWS_PRE in a buffer
+ * of ours, the headroom of a frame built in place), the key comes from
+ * the same strong source lws uses (gateway/ws_random.c). Whatever the socket
+ * does not take goes to lws as raw bytes, which it keeps and sends before
+ * anything it writes itself (its own control frames included), so the stream
+ * stays whole. Text, TLS and anything outside these bounds stay with lws.
  * Returns the payload length, or -1.
  */
 static int send_frame(struct gw_backend_conn *conn, struct lws *wsi,
-                      struct tx_msg *msg)
+                      uint8_t *payload, size_t len)
 {
-    uint8_t *payload = msg->buf + LWS_PRE, head[GW_WS_FRAME_HEAD_MAX];
+    uint8_t head[GW_WS_FRAME_HEAD_MAX];
     uint8_t mask[4];
     int h;
     ssize_t n;
 
-    if (lws_get_random(lws_get_context(wsi), mask, sizeof(mask)) !=
-        sizeof(mask)) {
+    if (gw_ws_random(mask, sizeof(mask)) != sizeof(mask)) {
         return -1;
     }
-    h = gw_ws_frame_client_head(head, sizeof(head), GW_WS_OP_BINARY, msg->len,
-                                mask);
-    if (h < 0 || h > LWS_PRE) {
+    h = gw_ws_frame_client_head(head, sizeof(head), GW_WS_OP_BINARY, len, mask);
+    if (h < 0) {
         return -1;
     }
     uint8_t *frame = payload - h;
-    size_t total = (size_t)h + msg->len;
+    size_t total = (size_t)h + len;
     memcpy(frame, head, (size_t)h);
-    gw_ws_frame_mask(payload, msg->len, mask);
+    gw_ws_frame_mask(payload, len, mask);
     do {
         n = send(conn->fd, frame, total, MSG_NOSIGNAL | MSG_DONTWAIT);
     } while (n < 0 && errno == EINTR);
@@ -275,7 +277,7 @@ static int send_frame(struct gw_backend_conn *conn, struct lws *wsi,
         lws_write(wsi, frame + n, total - (size_t)n, LWS_WRITE_RAW) < 0) {
         return -1;
     }
-    return (int)msg->len;
+    return (int)len;
 }
 
 /*
@@ -300,7 +302,7 @@ static int write_msg(struct gw_backend_conn *conn, struct lws *wsi,
 {
     size_t len = msg->len;
     int n = frame_here(conn, msg)
-                ? send_frame(conn, wsi, msg)
+                ? send_frame(conn, wsi, msg->buf + LWS_PRE, len)
                 : lws_write(wsi, msg->buf + LWS_PRE, len,
                             msg->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
 
@@ -366,14 +368,17 @@ int gw_backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi)
 
 /* ---- sending ---------------------------------------------------------- */
 
-/* Reserves a queue slot for len bytes, or counts a drop. */
+/* Reserves a queue slot for len bytes, or counts a drop. The bound may
+ * be exceeded by a burst (burst_copy): its test stays >=, the byte count
+ * is compared without underflow. */
 static int queue_reserve(struct gw_backend_conn *conn, size_t len,
                          struct tx_msg **out)
 {
     if (conn->close_requested || conn->state == CONN_DONE) {
         return GW_EPROTO;
     }
-    if (conn->tx_count >= TX_MAX_MSGS || len > TX_MAX_BYTES - conn->tx_bytes) {
+    if (conn->tx_count >= TX_MAX_MSGS || conn->tx_bytes > TX_MAX_BYTES ||
+        len > TX_MAX_BYTES - conn->tx_bytes) {
         conn->bws->stats.tx_dropped++;
         return GW_ELIMIT;
     }
@@ -422,8 +427,13 @@ static void queue_append(struct gw_backend_conn *conn, struct tx_msg *msg)
     conn->tx_bytes += msg->len;
 }
 
+static void burst_to_queue(struct gw_backend_conn *conn);
+
 static void queue_push(struct gw_backend_conn *conn, struct tx_msg *msg)
 {
+    if (conn->in_burst > 0) {
+        burst_to_queue(conn); /* they go first */
+    }
     if (can_write_now(conn)) {
         if (!conn->bws->holding) {
             (void)write_now(conn, msg);
@@ -448,25 +458,129 @@ static void queue_push(struct gw_backend_conn *conn, struct tx_msg *msg)
 void gw_backend_conn_warm(const struct gw_backend_conn *conn, unsigned step)
 {
     if (step == 0) {
-        __builtin_prefetch(&conn->state);
-        __builtin_prefetch(&conn->framing);
-        __builtin_prefetch(&conn->tx_head);
-        __builtin_prefetch(&conn->wsi);
+        /* The fields a frame reads, up to in_burst: a line, or two. */
+        __builtin_prefetch(&conn->bws);
+        __builtin_prefetch(&conn->in_burst);
         return;
     }
-    if (conn->spare != NULL) {
-        /* The buffer's head and the frame written after LWS_PRE. */
-        __builtin_prefetch(conn->spare, 1);
-        __builtin_prefetch((const char *)conn->spare + 64, 1);
-        __builtin_prefetch((const char *)conn->spare + 128, 1);
-        __builtin_prefetch((const char *)conn->spare + 192, 1);
+    if (conn->wsi == NULL) {
+        return;
     }
-    if (conn->wsi != NULL) {
-        /* lws's connection: its first lines hold what lws_write checks. */
+    if (!conn->tls) {
+        /*
+         * A frame built in place reads one line of lws's connection,
+         * lws_partial_buffered's, at an offset that is lws's own: asking
+         * it now starts that miss while the batch's others are on their
+         * way, instead of at the write.
+         */
+        int buffered = lws_partial_buffered(conn->wsi);
+        (void)buffered; /* asked again at the write */
+        return;
+    }
+    /* TLS: the frame is copied to a spare buffer, then lws_write reads
+     * the first lines of its connection. */
+    if (conn->spare != NULL) {
         for (int off = 0; off < 256; off += 64) {
-            __builtin_prefetch((const char *)conn->wsi + off);
+            __builtin_prefetch((const char *)conn->spare + off, 1);
         }
     }
+    for (int off = 0; off < 256; off += 64) {
+        __builtin_prefetch((const char *)conn->wsi + off);
+    }
+}
+
+/* ---- frames built in place -------------------------------------------- */
+
+/*
+ * A burst frame that cannot go straight to its socket at the release is
+ * copied to its connection's queue, behind nothing (a message queued
+ * after it moves it there first: burst_to_queue). It was accepted, so the
+ * queue's bounds do not refuse it: they are exceeded by at most a burst,
+ * since a connection with a queue takes no frames into the burst. A
+ * connection that has ended drops it, as it drops its queue.
+ */
+static void burst_copy(struct gw_backend_conn *conn, const uint8_t *frame,
+                       size_t len)
+{
+    struct tx_msg *msg;
+
+    if (conn->state != CONN_OPEN && conn->state != CONN_CLOSING) {
+        return;
+    }
+    msg = msg_get(conn, len);
+    if (msg == NULL) {
+        conn->bws->stats.tx_dropped++;
+        return;
+    }
+    memcpy(msg->buf + LWS_PRE, frame, len);
+    msg->len = len;
+    msg->binary = true;
+    queue_append(conn, msg);
+}
+
+/* A message for a connection with frames in the burst: they are moved to
+ * its queue, held like the messages of the burst that queue. */
+static void burst_to_queue(struct gw_backend_conn *conn)
+{
+    struct gw_backend_ws *bws = conn->bws;
+
+    for (unsigned i = 0; i < bws->n_burst && conn->in_burst > 0; i++) {
+        struct burst_frame *b = &bws->burst[i];
+        if (b->conn == conn) {
+            burst_copy(conn, b->frame, b->len);
+            b->conn = NULL;
+            conn->in_burst--;
+        }
+    }
+    if (conn->tx_head != NULL && !gw_list_linked(&conn->held)) {
+        gw_list_insert_tail(&bws->held, &conn->held);
+    }
+}
+
+void gw_backend_burst_forget(struct gw_backend_conn *conn)
+{
+    struct gw_backend_ws *bws = conn->bws;
+
+    for (unsigned i = 0; i < bws->n_burst && conn->in_burst > 0; i++) {
+        if (bws->burst[i].conn == conn) {
+            bws->burst[i].conn = NULL;
+            conn->in_burst--;
+        }
+    }
+}
+
+/*
+ * The burst's frames, in the order they were sent: each straight to its
+ * socket as write_now would, or, where something stands before it now (a
+ * partial write lws keeps, a close begun), through the queue.
+ */
+static void burst_write(struct gw_backend_ws *bws)
+{
+    for (unsigned i = 0; i < bws->n_burst; i++) {
+        struct burst_frame *b = &bws->burst[i];
+        struct gw_backend_conn *conn = b->conn;
+
+        if (conn == NULL) {
+            continue; /* moved to its queue, or its connection ended */
+        }
+        conn->in_burst--;
+        if (!can_write_now(conn)) {
+            bool was_empty = conn->tx_head == NULL;
+            burst_copy(conn, b->frame, b->len);
+            if (was_empty && conn->tx_head != NULL &&
+                conn->state == CONN_OPEN) {
+                lws_callback_on_writable(conn->wsi);
+            }
+            continue;
+        }
+        bws->stats.tx_audio++;
+        if (send_frame(conn, conn->wsi, b->frame, b->len) < 0) {
+            gw_backend_set_reason(conn, "write failed");
+            lws_set_timeout(conn->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT,
+                            LWS_TO_KILL_ASYNC);
+        }
+    }
+    bws->n_burst = 0;
 }
 
 void gw_backend_ws_hold(struct gw_backend_ws *bws)
@@ -485,6 +599,7 @@ void gw_backend_ws_release(struct gw_backend_ws *bws)
     struct gw_list *node;
 
     bws->holding = false;
+    burst_write(bws);
     while ((node = gw_list_first(&bws->held)) != NULL) {
         struct gw_backend_conn *conn =
             GW_LIST_ENTRY(node, struct gw_backend_conn, held);
@@ -551,6 +666,37 @@ int gw_backend_conn_send_audio(struct gw_backend_conn *conn, uint32_t timestamp,
     msg->len = framed;
     msg->binary = true;
     queue_push(conn, msg);
+    return 0;
+}
+
+int gw_backend_conn_send_audio_held(struct gw_backend_conn *conn,
+                                    uint32_t timestamp, uint8_t *opus,
+                                    size_t len)
+{
+    struct gw_backend_ws *bws;
+    size_t hlen;
+    int rc;
+
+    if (conn == NULL || opus == NULL || len == 0 ||
+        len > gw_audio_frame_max_payload(conn->framing)) {
+        return gw_backend_conn_send_audio(conn, timestamp, opus, len);
+    }
+    bws = conn->bws;
+    /* What send_frame takes, and nothing queued to go before it. */
+    if (!bws->holding || bws->n_burst == GW_BACKEND_BURST_MAX || conn->tls ||
+        conn->fd < 0 || conn->state != CONN_OPEN || conn->close_requested ||
+        conn->tx_head != NULL || conn->framing == GW_FRAMING_PCM16) {
+        return gw_backend_conn_send_audio(conn, timestamp, opus, len);
+    }
+    hlen = gw_audio_frame_header_len(conn->framing);
+    rc = gw_audio_frame_header(conn->framing, timestamp, len, opus - hlen, hlen,
+                               &hlen);
+    if (rc != 0) {
+        return rc;
+    }
+    bws->burst[bws->n_burst++] = (struct burst_frame){
+        .conn = conn, .frame = opus - hlen, .len = hlen + len};
+    conn->in_burst++;
     return 0;
 }
 

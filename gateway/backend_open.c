@@ -11,6 +11,7 @@
 #include <libwebsockets.h>
 
 #include "codec/ws_url.h"
+#include "common/cacheline.h"
 #include "common/log.h"
 #include "crypto/credential.h"
 #include "gateway/backend_ws_int.h"
@@ -127,7 +128,8 @@ conn_create(const struct gw_backend_connect *params, const struct gw_ws_url *u,
                   strlen(client_id) + (fwd != NULL ? strlen(fwd) : 0) +
                   strlen(authorization) + u->host_len + u->authority_len +
                   u->path_len + 1 + 9 + headers_size(be);
-    struct gw_backend_conn *conn = calloc(1, sizeof(*conn) + need);
+    /* The fields a frame reads, first in the struct, on one line. */
+    struct gw_backend_conn *conn = gw_calloc_lines(sizeof(*conn) + need);
     char *arena;
 
     if (conn == NULL) {

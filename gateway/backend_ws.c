@@ -55,6 +55,7 @@ static void on_conn_closed(uv_handle_t *handle)
 
     gw_list_unlink(&conn->link);
     gw_list_unlink(&conn->held);
+    gw_backend_burst_forget(conn);
     bws->stats.live--;
     gw_log(GW_LOG_INFO, conn->subject, "backend %s closed after %llu ms: %s",
            conn->name,

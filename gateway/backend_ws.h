@@ -13,6 +13,8 @@
 
 #include <uv.h>
 
+#include "codec/audio_frame.h"
+#include "codec/ws_frame.h"
 #include "common/dns_cache.h"
 #include "config/config.h"
 #include "common/error.h"
@@ -111,9 +113,10 @@ void gw_backend_ws_set_ping(struct gw_backend_ws *bws, unsigned secs);
 
 /*
  * A burst of writes: between hold and release, a message that would go to
- * its socket at once waits in its connection's queue instead, and release
- * sends them all, each connection's in order. The uplink holds around each
- * batch of datagrams it reads, so that the batch's sends follow one
+ * its socket at once waits in its connection's queue instead (an audio
+ * frame built in place, in the burst: gw_backend_conn_send_audio_held),
+ * and release sends them all, each connection's in order. The uplink holds
+ * around each batch of datagrams it reads, so that the batch's sends follow one
  * another without the per-packet work in between, the kernel's send path
  * warm (docs/architecture.md, section 3). Not nested.
  */
@@ -122,8 +125,8 @@ void gw_backend_ws_release(struct gw_backend_ws *bws);
 
 /*
  * Prefetches what sending a frame on conn reads: step 0 the connection's
- * own fields, 1 its spare buffer and the lws connection (see
- * gw_session_warm). Only prefetches; any conn state is fine.
+ * own fields, 1 the lws connection (see gw_session_warm). Reads only; any
+ * conn state is fine.
  */
 void gw_backend_conn_warm(const struct gw_backend_conn *conn, unsigned step);
 
@@ -169,6 +172,28 @@ GW_MUST_CHECK int gw_backend_conn_send_text(struct gw_backend_conn *conn,
 GW_MUST_CHECK int gw_backend_conn_send_audio(struct gw_backend_conn *conn,
                                              uint32_t timestamp,
                                              const uint8_t *opus, size_t len);
+
+/*
+ * Bytes before the payload that gw_backend_conn_send_audio_held may
+ * overwrite: the largest audio frame header and WebSocket frame head.
+ */
+#define GW_BACKEND_AUDIO_HEADROOM                                              \
+    (GW_AUDIO_FRAME_MAX_HEADER_LEN + GW_WS_FRAME_HEAD_MAX)
+/* Frames built in place per hold; later ones are copied. */
+#define GW_BACKEND_BURST_MAX 64
+
+/*
+ * As gw_backend_conn_send_audio, but between gw_backend_ws_hold and
+ * _release the frame may be built where opus lies instead of in a
+ * buffer of the connection's (a plain ws:// connection with nothing
+ * queued, not pcm16): the GW_BACKEND_AUDIO_HEADROOM bytes before opus and
+ * opus itself are then overwritten, and must stay until the release,
+ * which writes such frames before anything queued. Otherwise copies, as
+ * gw_backend_conn_send_audio. Errors as there.
+ */
+GW_MUST_CHECK int gw_backend_conn_send_audio_held(struct gw_backend_conn *conn,
+                                                  uint32_t timestamp,
+                                                  uint8_t *opus, size_t len);
 
 /*
  * Closes the connection (normal closure, after queued messages are

@@ -49,18 +49,26 @@ enum conn_state {
 };
 
 struct gw_backend_conn {
+    /* What an audio frame's write reads, first and together (one line for
+     * a thousand connections taking turns: gw_backend_conn_warm). */
     struct gw_backend_ws *bws;
-    struct gw_list link; /* on bws->conns */
-    struct gw_list held; /* on bws->held while its writes wait (hold) */
-    struct lws *wsi;     /* NULL once unhooked */
+    struct lws *wsi; /* NULL once unhooked */
+    struct tx_msg *tx_head, *tx_tail;
     int fd; /* its socket once open: plain ws:// audio frames go straight */
-    uv_timer_t timer; /* connect timeout, close linger; its close is ours */
     enum conn_state state;
+    enum gw_framing framing;
     bool close_requested; /* by gw_backend_conn_close or shutdown */
     bool close_sent;      /* lws is sending our close frame */
+    bool tls;
+    uint8_t in_burst; /* its frames in bws->burst (backend_io.c) */
+
+    struct gw_list link; /* on bws->conns */
+    struct gw_list held; /* on bws->held while its writes wait (hold) */
+    struct tx_msg *spare;
+    size_t tx_count, tx_bytes, spare_count;
+    uv_timer_t timer; /* connect timeout, close linger; its close is ours */
     struct gw_backend_events ev;
     void *owner;
-    enum gw_framing framing;
     int pcm_sample_rate; /* pcm16: the backend's configured PCM rate */
     int connect_timeout_ms;
     size_t max_message;
@@ -78,7 +86,6 @@ struct gw_backend_conn {
     const char *host;          /* Host header; TLS name (up to ':') */
     const char *path;          /* verbatim from the url */
     int port;
-    bool tls;
 
     struct lws_vhost *vh;       /* the client vhost to connect from */
     struct gw_dns_req *dns_req; /* while the address is being resolved */
@@ -90,8 +97,6 @@ struct gw_backend_conn {
      * the url ends with ?from=mqtt_gateway, for the drop warning. */
     struct backend_drops *drops;
     bool gateway_query;
-    struct tx_msg *tx_head, *tx_tail, *spare;
-    size_t tx_count, tx_bytes, spare_count;
     char reason[REASON_MAX]; /* the first cause of the end wins */
     /* The keepalive (backend_alive.c): on bws->quiet while open, in the
      * order of alive_due, when it is pinged or dropped. */
@@ -140,6 +145,14 @@ struct gw_backend_ws {
      * wait in their queue, in the order of their first one. */
     bool holding;
     struct gw_list held;
+    /* Audio frames built in place in the caller's buffers while holding
+     * (gw_backend_conn_send_audio_held), written first at release. */
+    struct burst_frame {
+        struct gw_backend_conn *conn;
+        uint8_t *frame; /* the audio frame, GW_WS_FRAME_HEAD_MAX after room */
+        size_t len;
+    } burst[GW_BACKEND_BURST_MAX];
+    unsigned n_burst;
     /* lws's own ping checks stay off (all zero: see backend_alive.c);
      * lws keeps the pointer. */
     lws_retry_bo_t retry;
@@ -189,6 +202,8 @@ int gw_backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi);
 
 /* Frees the queues and buffers of a finished connection (backend_io.c). */
 void gw_backend_io_release(struct gw_backend_conn *conn);
+/* Drops the connection's frames from the burst (it is being freed). */
+void gw_backend_burst_forget(struct gw_backend_conn *conn);
 
 /* The drop counters of the backend called name, made on first use; NULL
  * when out of memory (backend_io.c). */

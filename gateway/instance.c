@@ -27,7 +27,7 @@ void gw_instance_set_config(struct gw_instance *inst, struct gw_config *cfg)
 }
 
 static void on_uplink(struct gw_udp_peer *peer, uint32_t timestamp,
-                      const uint8_t *opus, size_t len, void *owner)
+                      uint8_t *opus, size_t len, void *owner)
 {
     (void)peer;
     gw_session_on_uplink(owner, timestamp, opus, len);

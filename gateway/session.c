@@ -675,10 +675,9 @@ void gw_session_on_device_message(struct gw_session *s,
 void gw_session_warm(const struct gw_session *s, unsigned step)
 {
     switch (step) {
-    case 0:
+    case 0: /* from table to state: a line, or two */
+        __builtin_prefetch(&s->table);
         __builtin_prefetch(&s->state);
-        __builtin_prefetch(&s->ws);
-        __builtin_prefetch(&s->ticket);
         break;
     default:
         if (s->state == GW_SESSION_ACTIVE && s->ws != NULL) {
@@ -688,8 +687,11 @@ void gw_session_warm(const struct gw_session *s, unsigned step)
     }
 }
 
+_Static_assert(GW_UDP_HEADROOM >= GW_BACKEND_AUDIO_HEADROOM,
+               "an uplink frame can be built where its payload lies");
+
 void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
-                          const uint8_t *opus, size_t len)
+                          uint8_t *opus, size_t len)
 {
     if (s->state == GW_SESSION_ACTIVE && s->call != NULL) {
         gw_device_call_on_uplink(s, opus, len); /* never to a backend */
@@ -703,7 +705,9 @@ void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
         pcm_uplink(s, opus, len);
         return;
     }
-    if (gw_backend_conn_send_audio(s->ws, timestamp, opus, len) != 0) {
+    /* The reader's slot is ours until its batch ends: the frame is built
+     * there (GW_UDP_HEADROOM). */
+    if (gw_backend_conn_send_audio_held(s->ws, timestamp, opus, len) != 0) {
         /* Counted by the WebSocket layer; audio is not retried. */
         return;
     }
@@ -843,7 +847,7 @@ int gw_session_start(struct gw_sessions *t, const char *client_id,
         return refuse_hello(t, client_id, GW_REFUSE_NO_ROUTE, GW_ENOENT,
                             "no route matches");
     }
-    struct gw_session *s = calloc(1, sizeof(*s));
+    struct gw_session *s = gw_calloc_lines(sizeof(*s));
     if (s == NULL) {
         gw_device_settle(env->devices, client_id);
         return GW_ENOMEM;

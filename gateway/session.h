@@ -17,6 +17,7 @@
 #include "codec/client_id.h"
 #include "codec/envelope.h"
 #include "codec/hello.h"
+#include "common/cacheline.h"
 #include "common/list.h"
 #include "common/ratelimit.h"
 #include "gateway/backend_pool.h"
@@ -60,10 +61,8 @@ struct gw_sessions {
 
 struct gw_session {
     struct gw_list node;         /* in the table's list for its state */
-    struct gw_sessions *table;   /* owner */
     struct gw_device *dev;       /* its device's record, while live */
     struct gw_config_hold *hold; /* the config this session started with */
-    enum gw_session_state state; /* changed only by set_state() */
     char client_id[GW_CLIENT_ID_MAX + 1];
     struct gw_client_id id;                 /* parts of client_id */
     char session_id[GW_SESSION_ID_MAX + 1]; /* from the backend, or "" */
@@ -71,13 +70,9 @@ struct gw_session {
     struct gw_device_hello hello; /* kept until the backend answers */
     int route;                    /* index into cfg->routes */
     struct gw_pool_tried tried;   /* the route's backends tried so far */
-    struct gw_pool_ticket ticket; /* its hold on the backend tried or used */
     unsigned abandoned;           /* given-up attempts still closing */
     bool hello_timed_out;         /* an attempt missed its hello deadline */
     const char *backend_name;     /* the backend being tried or used */
-    struct gw_backend_conn *ws;   /* NULL once closed */
-    struct gw_udp_peer udp;       /* started when ACTIVE */
-    struct gw_pcm_bridge *pcm;    /* pcm16 backends only, else NULL */
     struct gw_mcp_relay relay;    /* the backend's MCP requests */
     uv_timer_t timer;             /* attempt's hello deadline, then idle */
     uint64_t started_ms;          /* loop time of the device hello */
@@ -86,7 +81,20 @@ struct gw_session {
     bool tts_start_waits;         /* its tts start is in the outbox */
     uint64_t tts_start_held_ms;   /* loop time it was held */
     struct gw_bucket log_bucket;  /* its backend's refused messages */
+    /*
+     * What every uplink packet reads (gw_session_on_uplink), side by side
+     * and just before the peer whose first fields the UDP reader reads:
+     * a thousand sessions taking turns find few of them in the cache, so
+     * each line they share is a miss fewer (bench/NOTES.md). From a line's
+     * start (gw_calloc_lines): 64 bytes, then the peer's.
+     */
+    _Alignas(GW_CACHE_LINE) struct gw_sessions *table; /* owner */
     struct gw_call *call;         /* the device call it is in, or NULL */
+    struct gw_pcm_bridge *pcm;    /* pcm16 backends only, else NULL */
+    struct gw_backend_conn *ws;   /* NULL once closed */
+    struct gw_pool_ticket ticket; /* its hold on the backend tried or used */
+    enum gw_session_state state;  /* changed only by set_state() */
+    struct gw_udp_peer udp;       /* started when ACTIVE */
 };
 
 void gw_sessions_init(struct gw_sessions *t, const struct gw_session_env *env);
@@ -127,9 +135,11 @@ void gw_session_on_device_message(struct gw_session *s,
  */
 void gw_session_warm(const struct gw_session *s, unsigned step);
 
-/* A valid uplink audio packet from the session's UDP peer. */
+/* A valid uplink audio packet from the session's UDP peer; opus and the
+ * GW_UDP_HEADROOM bytes before it are the session's to overwrite (see
+ * gw_udp_audio_cb). */
 void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
-                          const uint8_t *opus, size_t len);
+                          uint8_t *opus, size_t len);
 
 /*
  * The session leaves its backend for a device call (call is not owned):

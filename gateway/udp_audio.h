@@ -20,6 +20,8 @@
 /* Bytes of encrypted downlink a peer may queue: 10 s of TTS fits. */
 #define GW_UDP_QUEUE_BYTES (64 * 1024)
 #define GW_UDP_WARM_STEPS  3 /* on_warm steps per batch */
+/* Writable bytes before each uplink payload (see gw_udp_audio_cb). */
+#define GW_UDP_HEADROOM 32
 /* Downlink held while the device's address is unknown, in ms of audio. */
 #define GW_UDP_HOLD_MS 1000
 /* In-order, in-stream packets from a new address before it is trusted. */
@@ -41,9 +43,15 @@
 struct gw_udp_audio;
 struct gw_udp_peer;
 
-/* A valid uplink packet, decrypted; payload is only valid during the call. */
+/*
+ * A valid uplink packet, decrypted in place in the reader's receive slot.
+ * The slot is the owner's until the batch ends (on_batch with end true,
+ * or the call's return without on_batch): it may change the payload and
+ * the GW_UDP_HEADROOM bytes before it, for example to frame it where it
+ * lies (gw_backend_conn_send_audio_held).
+ */
 typedef void (*gw_udp_audio_cb)(struct gw_udp_peer *peer, uint32_t timestamp,
-                                const uint8_t *opus, size_t len, void *owner);
+                                uint8_t *opus, size_t len, void *owner);
 
 /* ua is still valid during the call and freed right after it. */
 typedef void (*gw_udp_close_cb)(struct gw_udp_audio *ua, void *arg);
@@ -162,9 +170,10 @@ struct gw_udp_queue {
  * Zero it before its first gw_udp_peer_start(); read no member directly.
  */
 struct gw_udp_peer {
+    /* What the judge reads for every packet comes first, up to candidate
+     * (the reader prefetches it for a whole batch: udp_uplink.c). */
     struct gw_udp_audio *ua; /* NULL while not started */
     void *owner;             /* passed to on_audio */
-    const char *subject;     /* log prefix; NULL = "udp" */
     uint32_t ssrc;           /* key of the ssrc table */
     /* The session's key, both directions (CTR: the same operation);
      * embedded, so the uplink reads the key schedule beside the fields
@@ -175,18 +184,19 @@ struct gw_udp_peer {
     uint32_t tx_seq;            /* last downlink sequence sent */
     union gw_udp_addr addr;     /* the device, once learned */
     bool has_addr;              /* addr is valid */
-    /* A new address under trial (see the move rule in udp_uplink.c). */
-    union gw_udp_addr candidate;
-    bool has_candidate;          /* candidate is valid */
-    uint32_t candidate_seq;      /* its last in-order sequence */
-    unsigned candidate_hits;     /* consecutive in-stream packets */
-    uint64_t candidate_since_ms; /* loop time of the first of them */
-    uint64_t toc_seen;           /* bit (TOC >> 2) of each accepted TOC */
-    uint64_t last_rx_ms;         /* loop time of the last accepted */
+    bool has_candidate;         /* candidate below is valid */
     /* The forward window's line (udp_uplink.c): by loop time line_ms + t
      * the device's stream is at most at line_seq plus t in frames. */
     uint32_t line_seq;
     uint64_t line_ms;
+    uint64_t toc_seen;   /* bit (TOC >> 2) of each accepted TOC */
+    uint64_t last_rx_ms; /* loop time of the last accepted */
+    /* A new address under trial (see the move rule in udp_uplink.c). */
+    union gw_udp_addr candidate;
+    uint32_t candidate_seq;      /* its last in-order sequence */
+    unsigned candidate_hits;     /* consecutive in-stream packets */
+    uint64_t candidate_since_ms; /* loop time of the first of them */
+    const char *subject;         /* log prefix; NULL = "udp" */
     /* Downlink pacing: the queue and the device's play clock. */
     struct gw_udp_queue queue;
     uint64_t play_start_ms;        /* loop time the device clock began */

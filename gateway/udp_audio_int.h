@@ -26,7 +26,10 @@
  */
 #define RX_BATCH 64
 #define RX_SLOT  2048
-#define RX_CTL   64 /* ancillary data of one datagram: its timestamp */
+/* Room before each datagram: with its header, GW_UDP_HEADROOM before the
+ * payload. */
+#define RX_HEAD (GW_UDP_HEADROOM - GW_UDP_HEADER_LEN)
+#define RX_CTL  64 /* ancillary data of one datagram: its timestamp */
 
 #define SAMPLES_PER_MS 48 /* Opus durations are counted at 48 kHz */
 
@@ -76,7 +79,8 @@ struct gw_udp_audio {
     struct iovec rx_iov[RX_BATCH];
     union gw_udp_addr rx_from[RX_BATCH];
     _Alignas(struct cmsghdr) uint8_t rx_ctl[RX_BATCH][RX_CTL];
-    _Alignas(16) uint8_t rx[RX_BATCH][RX_SLOT]; /* ... and its datagrams */
+    /* ... and its datagrams, each at RX_HEAD in its slot (rx_data) */
+    _Alignas(16) uint8_t rx[RX_BATCH][RX_HEAD + RX_SLOT];
 };
 
 /* What one uplink datagram comes to (gw_udp_uplink_judge). */
@@ -84,7 +88,7 @@ struct gw_udp_verdict {
     enum gw_udp_drop reason;  /* why it is dropped, when it is */
     struct gw_udp_peer *peer; /* the session its ssrc names, or NULL */
     struct gw_udp_header h;   /* valid once peer is set */
-    const uint8_t *opus;      /* the decrypted payload, when accepted */
+    uint8_t *opus;            /* the decrypted payload, when accepted */
     bool learned;             /* accepted, and the first address learned */
     bool moved;               /* accepted, and the address moved from was */
     union gw_udp_addr was;

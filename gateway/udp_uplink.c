@@ -245,10 +245,14 @@ static bool fits_stream(const struct gw_udp_peer *peer,
     return peer->toc_seen == 0 || (peer->toc_seen & toc_bit(toc)) != 0;
 }
 
+/* Only a trial is written to: an accepted packet reads the flag alone,
+ * which sits with the fields the judge reads anyway. */
 static void forget_candidate(struct gw_udp_peer *peer)
 {
-    peer->has_candidate = false;
-    peer->candidate_hits = 0;
+    if (peer->has_candidate) {
+        peer->has_candidate = false;
+        peer->candidate_hits = 0;
+    }
 }
 
 /* A dropped packet from the candidate address breaks its run. */
@@ -442,6 +446,14 @@ static void handle_datagram(struct gw_udp_audio *ua, uint8_t *buf, size_t len,
 
 /* ---- reading ---- */
 
+_Static_assert(RX_HEAD % 16 == 0, "datagrams stay 16-byte aligned");
+
+/* Datagram i of the batch, after its slot's headroom. */
+static uint8_t *rx_data(struct gw_udp_audio *ua, int i)
+{
+    return ua->rx[i] + RX_HEAD;
+}
+
 static int64_t realtime_us(void)
 {
     struct timespec ts;
@@ -505,8 +517,8 @@ static void count_rate(struct gw_udp_audio *ua, unsigned n)
  */
 static void warm_batch(struct gw_udp_audio *ua, int n)
 {
-    /* The peer's fields the judge reads: everything before the queue. */
-    const size_t hot = offsetof(struct gw_udp_peer, queue);
+    /* The peer's fields the judge reads: everything before candidate. */
+    const size_t hot = offsetof(struct gw_udp_peer, candidate);
     struct gw_udp_peer *peers[RX_BATCH];
     int m = 0;
 
@@ -516,7 +528,8 @@ static void warm_batch(struct gw_udp_audio *ua, int n)
         if (ua->rx_msgs[i].msg_len < GW_UDP_HEADER_LEN) {
             continue;
         }
-        p = gw_ssrc_table_find(&ua->peers, gw_udp_header_peek_ssrc(ua->rx[i]));
+        p = gw_ssrc_table_find(&ua->peers,
+                               gw_udp_header_peek_ssrc(rx_data(ua, i)));
         if (p == NULL) {
             continue;
         }
@@ -564,7 +577,7 @@ static int read_batch(struct gw_udp_audio *ua, int fd)
     for (int i = 0; i < n && !ua->closing; i++) {
         struct msghdr *m = &ua->rx_msgs[i].msg_hdr;
         uint64_t accepted = ua->stats.rx_audio;
-        handle_datagram(ua, ua->rx[i], ua->rx_msgs[i].msg_len,
+        handle_datagram(ua, rx_data(ua, i), ua->rx_msgs[i].msg_len,
                         &ua->rx_from[i].sa, (m->msg_flags & MSG_TRUNC) != 0);
         if (ua->stats.rx_audio != accepted) {
             relayed |= (uint64_t)1 << i;
@@ -728,8 +741,8 @@ int gw_udp_uplink_start(struct gw_udp_audio *ua)
         return err;
     }
     for (unsigned i = 0; i < RX_BATCH; i++) {
-        ua->rx_iov[i].iov_base = ua->rx[i];
-        ua->rx_iov[i].iov_len = sizeof(ua->rx[i]);
+        ua->rx_iov[i].iov_base = rx_data(ua, i);
+        ua->rx_iov[i].iov_len = RX_SLOT;
         ua->rx_msgs[i].msg_hdr = (struct msghdr){
             .msg_name = &ua->rx_from[i],
             .msg_iov = &ua->rx_iov[i],

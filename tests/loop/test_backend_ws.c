@@ -890,6 +890,141 @@ static void test_audio_framings(void **state)
     }
 }
 
+/* ---- frames built in place (gw_backend_conn_send_audio_held) ---------- */
+
+/* A payload with the room before it that a held send may overwrite. */
+struct held_buf {
+    uint8_t room[GW_BACKEND_AUDIO_HEADROOM];
+    uint8_t opus[sizeof(opus_up)];
+};
+
+static struct held_buf held[2];
+
+/* Payload i: opus_up with its second byte i. */
+static void held_fill(void)
+{
+    for (int i = 0; i < 2; i++) {
+        memset(held[i].room, 0xaa, sizeof(held[i].room));
+        memcpy(held[i].opus, opus_up, sizeof(opus_up));
+        held[i].opus[1] = (uint8_t)i;
+    }
+}
+
+static bool held_intact(int i)
+{
+    uint8_t want[sizeof(opus_up)];
+
+    memcpy(want, opus_up, sizeof(opus_up));
+    want[1] = (uint8_t)i;
+    return memcmp(held[i].opus, want, sizeof(want)) == 0;
+}
+
+static void send_held(int i)
+{
+    assert_int_equal(gw_backend_conn_send_audio_held(
+                         T.conn, TS_UP, held[i].opus, sizeof(held[i].opus)),
+                     0);
+}
+
+/* Round 1: two frames in one burst. */
+static void held_two(uv_timer_t *t)
+{
+    (void)t;
+    gw_backend_ws_hold(T.bws);
+    send_held(0);
+    send_held(1);
+    gw_backend_ws_release(T.bws);
+}
+
+/* Round 2: a text between them moves the first to the queue. */
+static void held_text_between(uv_timer_t *t)
+{
+    (void)t;
+    gw_backend_ws_hold(T.bws);
+    send_held(0);
+    assert_int_equal(gw_backend_conn_send_text(T.conn, "mid", 3), 0);
+    send_held(1);
+    gw_backend_ws_release(T.bws);
+}
+
+/* Round 3, inside lws's open callback: the release cannot write there. */
+static void held_in_callback(struct gw_backend_conn *conn)
+{
+    (void)conn;
+    held_fill();
+    gw_backend_ws_hold(T.bws);
+    send_held(0);
+    gw_backend_ws_release(T.bws);
+}
+
+/* What the server must receive for payload i under case c. */
+static void assert_held_frame(const struct audio_case *c, int at, int i)
+{
+    uint8_t want[64];
+
+    memcpy(want, c->up, c->up_len);
+    want[c->up_len - sizeof(opus_up) + 1] = (uint8_t)i;
+    assert_true(T.srv_rx[at].binary);
+    assert_int_equal(T.srv_rx[at].len, c->up_len);
+    assert_memory_equal(T.srv_rx[at].data, want, c->up_len);
+}
+
+/*
+ * The uplink's sends: between hold and release a frame is built where
+ * its payload lies (its room overwritten, the payload masked there) and
+ * written at the release; a message queued after it moves it to the
+ * queue first, so the order holds; a release inside an lws callback
+ * queues it. Every framing, the bytes checked by the lws server.
+ */
+static void test_held_in_place(void **state)
+{
+    struct gw_backend_ws_stats st;
+    uv_timer_t timer;
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(audio_cases) / sizeof(audio_cases[0]); k++) {
+        const struct audio_case *c = &audio_cases[k];
+
+        setup(NULL);
+        start_with_server();
+        T.be.framing = c->framing;
+        T.on_open_hook = held_in_callback;
+        client_open();
+        RUN_UNTIL(T.n_srv_rx == 1);
+        assert_held_frame(c, 0, 0);
+        assert_true(held_intact(0)); /* copied, not built in place */
+
+        uv_timer_init(&T.fx.loop, &timer);
+        held_fill();
+        uv_timer_start(&timer, held_two, 0, 0);
+        RUN_UNTIL(T.n_srv_rx == 3);
+        assert_held_frame(c, 1, 0);
+        assert_held_frame(c, 2, 1);
+        /* Built in place: the caller's payload went out masked. */
+        assert_false(held_intact(0));
+        assert_false(held_intact(1));
+
+        held_fill();
+        uv_timer_start(&timer, held_text_between, 0, 0);
+        RUN_UNTIL(T.n_srv_rx == 6);
+        assert_held_frame(c, 3, 0);
+        assert_false(T.srv_rx[4].binary);
+        assert_int_equal(T.srv_rx[4].len, 3);
+        assert_memory_equal(T.srv_rx[4].data, "mid", 3);
+        assert_held_frame(c, 5, 1);
+        assert_true(held_intact(0));
+        assert_true(held_intact(1));
+
+        get_stats(&st);
+        assert_int_equal(st.tx_audio, 5);
+        assert_int_equal(st.tx_text, 1);
+        assert_int_equal(st.tx_dropped, 0);
+        assert_int_equal(T.closes, 0);
+        uv_close((uv_handle_t *)&timer, NULL);
+        teardown_all();
+    }
+}
+
 /* What gw_backend_ws_foreach_drops reports for one backend. */
 struct drops_seen {
     const char *backend;
@@ -1406,6 +1541,10 @@ static void test_queue_limits(void **state)
 
 static uint32_t stream_sent; /* frames the client accepted */
 static bool stream_refused;  /* a send came back GW_ELIMIT */
+static bool stream_held;     /* each timer turn's frames in one burst */
+/* Held sends: the frames of a turn stay where they are until its release. */
+static uint8_t stream_bufs[STREAM_BURST]
+                          [GW_BACKEND_AUDIO_HEADROOM + STREAM_PAYLOAD];
 
 static void stream_payload(uint32_t k, uint8_t *out)
 {
@@ -1431,19 +1570,34 @@ static void stream_check(const uint8_t *msg, size_t len)
 /* Sends from a timer: outside any lws callback, as the uplink does. */
 static void on_stream_timer(uv_timer_t *t)
 {
-    uint8_t payload[STREAM_PAYLOAD];
+    /* A held turn is one burst, as one batch of the uplink's reads. */
+    int turn = stream_held ? GW_BACKEND_BURST_MAX : STREAM_BURST;
 
-    for (int i = 0;
-         i < STREAM_BURST && !stream_refused && stream_sent < STREAM_MAX; i++) {
+    if (stream_held) {
+        gw_backend_ws_hold(T.bws);
+    }
+    for (int i = 0; i < turn && !stream_refused && stream_sent < STREAM_MAX;
+         i++) {
+        uint8_t *payload = stream_bufs[i] + GW_BACKEND_AUDIO_HEADROOM;
+        int rc;
+
         stream_payload(stream_sent, payload);
-        int rc = gw_backend_conn_send_audio(T.conn, stream_sent, payload,
-                                            sizeof(payload));
+        if (stream_held) {
+            rc = gw_backend_conn_send_audio_held(T.conn, stream_sent, payload,
+                                                 STREAM_PAYLOAD);
+        } else {
+            rc = gw_backend_conn_send_audio(T.conn, stream_sent, payload,
+                                            STREAM_PAYLOAD);
+        }
         if (rc == GW_ELIMIT) {
             stream_refused = true;
             break;
         }
         assert_int_equal(rc, 0);
         stream_sent++;
+    }
+    if (stream_held) {
+        gw_backend_ws_release(T.bws);
     }
     if (stream_refused || stream_sent >= STREAM_MAX) {
         uv_timer_stop(t);
@@ -1458,13 +1612,13 @@ static void on_stream_timer(uv_timer_t *t)
  * frame arrives whole and in order, through an independent parser (the
  * lws server), and the connection stays up.
  */
-static void test_backpressure(void **state)
+static void backpressure(bool held_sends)
 {
     struct gw_backend_ws_stats st;
     uv_timer_t timer;
 
-    (void)state;
     setup(NULL);
+    stream_held = held_sends;
     start_with_server();
     T.srv_stream = true;
     stream_sent = 0;
@@ -1489,6 +1643,24 @@ static void test_backpressure(void **state)
     assert_int_equal(T.closes, 0);
     uv_close((uv_handle_t *)&timer, NULL);
     teardown_all();
+}
+
+static void test_backpressure(void **state)
+{
+    (void)state;
+    backpressure(false);
+}
+
+/*
+ * The same with the uplink's held sends: frames built in place whose
+ * release finds the socket full (part of one handed to lws, the rest
+ * queued behind it), and frames of a turn whose connection already has
+ * a queue, copied. Still every accepted frame, whole and in order.
+ */
+static void test_backpressure_held(void **state)
+{
+    (void)state;
+    backpressure(true);
 }
 
 static void test_open_refuses(void **state)
@@ -1602,6 +1774,7 @@ int main(void)
         cmocka_unit_test(test_upgrade_request),
         cmocka_unit_test(test_text_both_ways),
         cmocka_unit_test(test_audio_framings),
+        cmocka_unit_test(test_held_in_place),
         cmocka_unit_test(test_extra_headers),
         cmocka_unit_test(test_extra_headers_refused),
         cmocka_unit_test(test_drops_counted),
@@ -1619,6 +1792,7 @@ int main(void)
         cmocka_unit_test(test_close_while_resolving),
         cmocka_unit_test(test_queue_limits),
         cmocka_unit_test(test_backpressure),
+        cmocka_unit_test(test_backpressure_held),
         cmocka_unit_test(test_open_refuses),
         cmocka_unit_test(test_ping_answered),
         cmocka_unit_test(test_no_pong_drops),

@@ -216,7 +216,7 @@ static void device_open(struct fixture *f, struct device *d)
 
 /* ---- the gateway side and the loop ---- */
 
-static void on_audio(struct gw_udp_peer *peer, uint32_t ts, const uint8_t *opus,
+static void on_audio(struct gw_udp_peer *peer, uint32_t ts, uint8_t *opus,
                      size_t len, void *owner)
 {
     struct fixture *f = owner;

@@ -162,7 +162,7 @@ static void device_send(struct fixture *f, size_t k)
 
 /* ---- the gateway side ---- */
 
-static void on_audio(struct gw_udp_peer *peer, uint32_t ts, const uint8_t *opus,
+static void on_audio(struct gw_udp_peer *peer, uint32_t ts, uint8_t *opus,
                      size_t len, void *owner)
 {
     struct fixture *f = owner;
