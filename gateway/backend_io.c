@@ -12,11 +12,15 @@
 #include <libwebsockets.h>
 
 #include "codec/ws_frame.h"
+#include "common/cacheline.h"
 #include "common/log.h"
 #include "gateway/backend_ws_int.h"
 #include "gateway/ws_random.h"
 
 _Static_assert(LWS_PRE >= GW_WS_FRAME_HEAD_MAX, "a frame head fits LWS_PRE");
+_Static_assert(offsetof(struct gw_backend_conn, link) <= GW_CACHE_LINE,
+               "what a frame reads of its connection shares a line");
+_Static_assert(GW_BACKEND_BURST_MAX <= UINT8_MAX, "in_burst counts a burst");
 
 #define TX_MAX_MSGS  256
 #define TX_MAX_BYTES (1024 * 1024)
@@ -458,9 +462,9 @@ static void queue_push(struct gw_backend_conn *conn, struct tx_msg *msg)
 void gw_backend_conn_warm(const struct gw_backend_conn *conn, unsigned step)
 {
     if (step == 0) {
-        /* The fields a frame reads, up to in_burst: a line, or two. */
-        __builtin_prefetch(&conn->bws);
-        __builtin_prefetch(&conn->in_burst);
+        /* The fields a frame reads, up to in_burst: its first line
+         * (gw_calloc_lines). */
+        __builtin_prefetch(conn);
         return;
     }
     if (conn->wsi == NULL) {

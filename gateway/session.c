@@ -675,9 +675,8 @@ void gw_session_on_device_message(struct gw_session *s,
 void gw_session_warm(const struct gw_session *s, unsigned step)
 {
     switch (step) {
-    case 0: /* from table to state: a line, or two */
+    case 0: /* from table to state: one line (gw_calloc_lines) */
         __builtin_prefetch(&s->table);
-        __builtin_prefetch(&s->state);
         break;
     default:
         if (s->state == GW_SESSION_ACTIVE && s->ws != NULL) {
@@ -687,6 +686,10 @@ void gw_session_warm(const struct gw_session *s, unsigned step)
     }
 }
 
+_Static_assert(offsetof(struct gw_session, udp) -
+                       offsetof(struct gw_session, table) <=
+                   GW_CACHE_LINE,
+               "what on_uplink reads of the session shares a line");
 _Static_assert(GW_UDP_HEADROOM >= GW_BACKEND_AUDIO_HEADROOM,
                "an uplink frame can be built where its payload lies");
 
