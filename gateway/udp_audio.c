@@ -224,6 +224,7 @@ int gw_udp_audio_init(uv_loop_t *loop, const struct gw_udp_audio_options *opts,
     uv_timer_init(loop, &ua->pace_timer);
     ua->pace_timer.data = ua;
     ua->rx_tfd = -1;
+    ua->rx_fd = -1;
     ua->handles_open = 2;
     err = start_socket(ua, &addr);
     if (err < 0) {

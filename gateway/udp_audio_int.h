@@ -49,6 +49,7 @@ struct gw_udp_audio {
     uv_poll_t rx_poll;        /* readable events of the same socket */
     uv_timer_t pace_timer;    /* runs while pace_head is not NULL */
     int handles_open;         /* closes still to come */
+    int rx_fd;                /* sock's descriptor, once reading started */
     uint64_t rx_window_ms;    /* start of the current rate window */
     unsigned rx_window_count; /* datagrams read in it */
     unsigned rx_rate;         /* datagrams of the last whole window */

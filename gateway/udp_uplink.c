@@ -665,13 +665,12 @@ static void adapt_reading(struct gw_udp_audio *ua, bool ticking)
 /* Up to RX_ROUNDS batches; returns the datagrams read, or < 0. */
 static int read_rounds(struct gw_udp_audio *ua)
 {
-    int fd = -1, total = 0;
+    int total = 0;
 
-    if (uv_fileno((uv_handle_t *)&ua->sock, &fd) != 0) {
-        return GW_EINVAL;
-    }
+    /* The descriptor kept at start, beside the fields read anyway: asking
+     * sock for it was a cache miss each wakeup (bench/NOTES.md). */
     for (int round = 0; round < RX_ROUNDS && !ua->closing; round++) {
-        int n = read_batch(ua, fd);
+        int n = read_batch(ua, ua->rx_fd);
         if (n < 0) {
             /* An ICMP error queued on the socket, most likely: it is
              * consumed by the failed call, and reading goes on. */
@@ -740,6 +739,7 @@ int gw_udp_uplink_start(struct gw_udp_audio *ua)
     if (err < 0) {
         return err;
     }
+    ua->rx_fd = fd;
     for (unsigned i = 0; i < RX_BATCH; i++) {
         ua->rx_iov[i].iov_base = rx_data(ua, i);
         ua->rx_iov[i].iov_len = RX_SLOT;
