@@ -926,7 +926,7 @@ static void send_held(int i)
                      0);
 }
 
-/* Round 1: two frames in one burst. */
+/* Two frames in one burst. */
 static void held_two(uv_timer_t *t)
 {
     (void)t;
@@ -936,7 +936,7 @@ static void held_two(uv_timer_t *t)
     gw_backend_ws_release(T.bws);
 }
 
-/* Round 2: a text between them moves the first to the queue. */
+/* A text between two frames moves the first to the queue. */
 static void held_text_between(uv_timer_t *t)
 {
     (void)t;
@@ -947,7 +947,7 @@ static void held_text_between(uv_timer_t *t)
     gw_backend_ws_release(T.bws);
 }
 
-/* Round 3, inside lws's open callback: the release cannot write there. */
+/* In lws's open callback, where the release cannot write: it queues. */
 static void held_in_callback(struct gw_backend_conn *conn)
 {
     (void)conn;
