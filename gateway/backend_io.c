@@ -522,35 +522,37 @@ static void burst_copy(struct gw_backend_conn *conn, const uint8_t *frame,
     queue_append(conn, msg);
 }
 
-/* A message for a connection with frames in the burst: they are moved to
- * its queue, held like the messages of the burst that queue. */
-static void burst_to_queue(struct gw_backend_conn *conn)
+/* Takes the connection's frames out of the burst, in order, copying them
+ * to its queue when keep. */
+static void burst_take(struct gw_backend_conn *conn, bool keep)
 {
     struct gw_backend_ws *bws = conn->bws;
 
     for (unsigned i = 0; i < bws->n_burst && conn->in_burst > 0; i++) {
         struct burst_frame *b = &bws->burst[i];
         if (b->conn == conn) {
-            burst_copy(conn, b->frame, b->len);
+            if (keep) {
+                burst_copy(conn, b->frame, b->len);
+            }
             b->conn = NULL;
             conn->in_burst--;
         }
     }
+}
+
+/* A message for a connection with frames in the burst: they are moved to
+ * its queue, held like the messages of the burst that queue. */
+static void burst_to_queue(struct gw_backend_conn *conn)
+{
+    burst_take(conn, true);
     if (conn->tx_head != NULL && !gw_list_linked(&conn->held)) {
-        gw_list_insert_tail(&bws->held, &conn->held);
+        gw_list_insert_tail(&conn->bws->held, &conn->held);
     }
 }
 
 void gw_backend_burst_forget(struct gw_backend_conn *conn)
 {
-    struct gw_backend_ws *bws = conn->bws;
-
-    for (unsigned i = 0; i < bws->n_burst && conn->in_burst > 0; i++) {
-        if (bws->burst[i].conn == conn) {
-            bws->burst[i].conn = NULL;
-            conn->in_burst--;
-        }
-    }
+    burst_take(conn, false);
 }
 
 /*
