@@ -326,7 +326,7 @@ EOF
     fi
     # The floor reads as the gateway does at this rate: on every readable
     # event below 2 datagrams a millisecond, else after a pause of the
-    # gateway's tick (gateway/udp_uplink.c: 64 datagrams' time, 100 to
+    # gateway's tick (gateway/audio/udp_uplink.c: 64 datagrams' time, 100 to
     # 400 us).
     local rate=$((n * 1000 / 60)) pause_us=0
     if ((rate >= 2000)); then

@@ -34,7 +34,7 @@ enum gw_framing {
  * raw: opus
  * pcm16: 16-bit little-endian mono PCM alone, no header (uplink: one
  *      device frame per message; downlink: any whole samples, cut into
- *      frames by gateway/pcm_bridge.c)
+ *      frames by gateway/audio/pcm_bridge.c)
  */
 #define GW_AUDIO_FRAME_V2_HEADER_LEN  16
 #define GW_AUDIO_FRAME_V3_HEADER_LEN  4

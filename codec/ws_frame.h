@@ -2,7 +2,7 @@
  * The head of a WebSocket frame a client sends (RFC 6455 section 5.2):
  * FIN and opcode, the masked length, the 4-byte masking key; and the
  * masking itself. The gateway writes its audio frames to plain ws://
- * backends with these (gateway/backend_io.c, docs/architecture.md
+ * backends with these (gateway/backend/backend_io.c, docs/architecture.md
  * section 3); libwebsockets frames everything else.
  */
 #ifndef GW_CODEC_WS_FRAME_H

@@ -27,7 +27,7 @@ enum gw_auth_scheme {
 #undef XX
 };
 
-/* How a route chooses among its backends (gateway/backend_pool.c). */
+/* How a route chooses among its backends (gateway/backend/backend_pool.c). */
 #define GW_ROUTE_STRATEGY_MAP(XX)                                              \
     XX(ORDERED, "ordered")   /* the first eligible, in the listed order */     \
     XX(WEIGHTED, "weighted") /* at random, in proportion to weight */          \
@@ -213,7 +213,7 @@ struct gw_config {
         int ping_interval_s;  /* idle backend connections pinged; 0: off */
         int probe_interval_s; /* upgrade-and-close probes; 0: off */
     } health;
-    /* POST /xiaozhi/ota/: MQTT credentials for devices (gateway/ota.c). */
+    /* POST /xiaozhi/ota/: MQTT credentials for devices (gateway/api/ota.c). */
     struct {
         bool enabled;
         char *mqtt_endpoint; /* "host[:port]" devices connect to */

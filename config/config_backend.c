@@ -33,7 +33,7 @@ static bool is_token(const char *s)
 }
 
 /*
- * Headers the upgrade already carries (lws, gateway/backend_open.c) or
+ * Headers the upgrade already carries (lws, gateway/backend/backend_open.c) or
  * that would change how the request is framed: a second copy would let
  * a config override the device's identity or confuse a proxy.
  */

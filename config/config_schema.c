@@ -540,7 +540,7 @@ static const struct gw_config_key backend_keys[] = {
     /* For a backend behind an authenticating proxy; values are secrets. */
     KEY_HEADERS("headers", BE(headers), BE(n_headers),
                 GW_CF_RELOAD | GW_CF_SECRET, GW_HEADERS_MAX),
-    /* gateway/backend_pool.c: its share of a weighted, least or sticky
+    /* gateway/backend/backend_pool.c: its share of a weighted, least or sticky
      * route, and a cap on its sessions at once (0: none). */
     KEY_INT("weight", BE(weight), GW_CF_RELOAD, 1, 1, 1000),
     KEY_INT("max_sessions", BE(max_sessions), GW_CF_RELOAD, 0, 0, 1000000),
@@ -722,7 +722,7 @@ static const struct gw_config_key limits_keys[] = {
     KEY_INT("hello_burst", LIM(hello_burst), GW_CF_RELOAD, 20, 1, 10000),
     KEY_INT("hello_per_minute", LIM(hello_per_minute), GW_CF_RELOAD, 20, 1,
             60000),
-    /* gateway/publish.c: a broker restart must not lose a tts start;
+    /* gateway/device/publish.c: a broker restart must not lose a tts start;
      * 0 messages or 0 ms turns the outbox off. */
     KEY_INT("outbox_messages", LIM(outbox_messages), GW_CF_RELOAD, 1024, 0,
             1000000),
@@ -734,7 +734,7 @@ static const struct gw_config_key limits_keys[] = {
 static const struct gw_config_table limits_table =
     TABLE("limits", limits_keys, 0);
 
-/* gateway/backend_pool.c: a failing backend leaves the rotation. */
+/* gateway/backend/backend_pool.c: a failing backend leaves the rotation. */
 #define HEALTH(m) AT(struct gw_config, health, m)
 static const struct gw_config_key health_keys[] = {
     KEY_INT("backoff_ms", HEALTH(backoff_ms), GW_CF_RELOAD, 1000, 10, 3600000),
@@ -744,15 +744,15 @@ static const struct gw_config_key health_keys[] = {
      * connection dropped when no pong follows in as long again. */
     KEY_INT("ping_interval_s", HEALTH(ping_interval_s), GW_CF_RESTART, 30, 0,
             3600),
-    /* gateway/backend_probe.c: each backend in rotation gets an upgrade,
-     * closed at once, this often; a failure takes it out (0: none). */
+    /* gateway/backend/backend_probe.c: each backend in rotation gets an
+     * upgrade, closed at once, this often; a failure takes it out (0: none). */
     KEY_INT("probe_interval_s", HEALTH(probe_interval_s), GW_CF_RELOAD, 0, 0,
             86400),
 };
 static const struct gw_config_table health_table =
     TABLE("health", health_keys, 0);
 
-/* gateway/ota.c; read per request, so every key reloads. */
+/* gateway/api/ota.c; read per request, so every key reloads. */
 #define FW(m) AT(struct gw_config, ota.firmware, m)
 static const struct gw_config_key ota_firmware_keys[] = {
     KEY_STR("version", FW(version), GW_CF_RELOAD, "", check_fw_version),

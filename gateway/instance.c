@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "gateway/backend_probe.h"
+#include "gateway/backend/backend_probe.h"
 
 #define DRAIN_TIMEOUT_MS 3000 /* bound on waiting for backends to close */
 

@@ -17,13 +17,13 @@
 
 #include "common/mqtt_link.h"
 #include "common/ratelimit.h"
-#include "gateway/cluster.h"
-#include "gateway/config_hold.h"
-#include "gateway/counters.h"
-#include "gateway/device_table.h"
-#include "gateway/mcp_outbound.h"
-#include "gateway/publish.h"
-#include "gateway/session.h"
+#include "gateway/cluster/cluster.h"
+#include "gateway/core/config_hold.h"
+#include "gateway/core/counters.h"
+#include "gateway/device/device_table.h"
+#include "gateway/mcp/mcp_outbound.h"
+#include "gateway/device/publish.h"
+#include "gateway/session/session.h"
 
 struct gw_mqtt_dispatch {
     struct gw_config_live *config;

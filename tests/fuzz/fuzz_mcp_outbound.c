@@ -1,5 +1,5 @@
 /*
- * A device's endpoint-addressed mcp messages through gateway/mcp_outbound.c
+ * A device's endpoint-addressed mcp messages through gateway/mcp/mcp_outbound.c
  * as the dispatcher hands them over, without a broker (answers to the
  * device go nowhere) and with servers that refuse connections at once
  * (127.0.0.1 port 1) or that the device may not use. Checked: a message is
@@ -25,10 +25,10 @@
 #include "codec/jsonrpc.h"
 #include "common/log.h"
 #include "config/config.h"
-#include "gateway/config_hold.h"
-#include "gateway/device_table.h"
-#include "gateway/mcp_outbound.h"
-#include "gateway/publish.h"
+#include "gateway/core/config_hold.h"
+#include "gateway/device/device_table.h"
+#include "gateway/mcp/mcp_outbound.h"
+#include "gateway/device/publish.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

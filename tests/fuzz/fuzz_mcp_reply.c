@@ -33,10 +33,10 @@
 #include "codec/presence.h"
 #include "common/log.h"
 #include "config/config.h"
-#include "gateway/config_hold.h"
-#include "gateway/device_table.h"
-#include "gateway/mcp_peers.h"
-#include "gateway/publish.h"
+#include "gateway/core/config_hold.h"
+#include "gateway/device/device_table.h"
+#include "gateway/device/mcp_peers.h"
+#include "gateway/device/publish.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

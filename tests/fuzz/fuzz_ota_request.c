@@ -67,7 +67,7 @@ static void check_accepted(const struct gw_ota_headers *h,
     if (r->version[0] != '\0' && !gw_ota_version_valid(r->version)) {
         abort();
     }
-    /* What gateway/ota.c issues, with the longest group it allows. */
+    /* What gateway/api/ota.c issues, with the longest group it allows. */
     n = (size_t)snprintf(id, sizeof(id),
                          "GID_0123456789012345678901234567@@@%s@@@%s",
                          r->mac_part, r->uuid);

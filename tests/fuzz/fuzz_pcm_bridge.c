@@ -1,5 +1,5 @@
 /*
- * The pcm16 transcoder (gateway/pcm_bridge.c) on any traffic: the first
+ * The pcm16 transcoder (gateway/audio/pcm_bridge.c) on any traffic: the first
  * two bytes pick the rates and the frame duration (including ones libopus
  * refuses), then each op byte feeds the bridge: an uplink packet of the
  * next n bytes, a downlink message of the next n bytes (any length, odd
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "gateway/pcm_bridge.h"
+#include "gateway/audio/pcm_bridge.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

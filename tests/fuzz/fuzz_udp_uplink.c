@@ -2,7 +2,7 @@
  * The UDP uplink as a device's datagram meets it: header, session by ssrc,
  * replay and forward window, in-place decryption, Opus and the address
  * rules, through gw_udp_uplink_judge(), which the socket's reader calls
- * for every datagram (gateway/udp_uplink.c). Two sessions with fixed keys
+ * for every datagram (gateway/audio/udp_uplink.c). Two sessions with fixed keys
  * and ssrcs: one with 60 ms frames, one whose hello gave none.
  *
  * The input is a run of datagrams, each
@@ -29,7 +29,7 @@
 #include "codec/opus_packet.h"
 #include "codec/udp_header.h"
 #include "crypto/aes_ctr.h"
-#include "gateway/udp_audio_int.h"
+#include "gateway/audio/udp_audio_int.h"
 
 #define NPEERS   2
 #define START_MS 1000

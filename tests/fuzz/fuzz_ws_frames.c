@@ -1,7 +1,7 @@
 /*
  * A backend's incoming WebSocket traffic as the gateway meets it: pieces
- * of messages reassembled under a size limit (gateway/backend_msg.c, what
- * backend_io.c runs for every lws receive), then each binary message
+ * of messages reassembled under a size limit (gateway/backend/backend_msg.c,
+ * what backend_io.c runs for every lws receive), then each binary message
  * unframed in every framing and each text message parsed as an envelope.
  *
  * Input: a settings byte (bit 0 adds 256 to the limit), the u16 limit,
@@ -20,7 +20,7 @@
 #include "codec/audio_frame.h"
 #include "codec/envelope.h"
 #include "codec/hello.h"
-#include "gateway/backend_msg.h"
+#include "gateway/backend/backend_msg.h"
 
 #define MODEL_MAX 70000
 

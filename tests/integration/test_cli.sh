@@ -81,7 +81,7 @@ check "SIGTERM stops the gateway" wait_for_exit "$pid"
 check "exit status after SIGTERM is 0" test "$EXIT_CODE" -eq 0
 check "the stop is logged" grep -q 'SIGTERM received' "$log"
 
-# gateway/ws_random.c: the executable exports its lws_get_random, so
+# gateway/backend/ws_random.c: the executable exports its lws_get_random, so
 # libwebsockets takes its masking keys from there, not from one read of
 # /dev/urandom per frame.
 check "the binary exports its own lws_get_random" \

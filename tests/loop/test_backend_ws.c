@@ -27,8 +27,8 @@
 #include <uv.h>
 
 #include "crypto/credential.h"
-#include "gateway/backend_msg.h"
-#include "gateway/backend_ws.h"
+#include "gateway/backend/backend_msg.h"
+#include "gateway/backend/backend_ws.h"
 #include "common/log.h"
 #include "dns_probe.h"
 #include "fixture.h"

@@ -1,5 +1,5 @@
 /*
- * The device table on a real loop (gateway/device_table.c): presence and
+ * The device table on a real loop (gateway/device/device_table.c): presence and
  * its ordering by connection number, records made and ended by sessions,
  * mark and reap of records that go offline, its listener, and shutdown.
  */
@@ -19,9 +19,9 @@
 #include "config/config.h"
 #include "fixture.h"
 #include "fixture_parts.h"
-#include "gateway/config_hold.h"
-#include "gateway/device_table.h"
-#include "gateway/publish.h"
+#include "gateway/core/config_hold.h"
+#include "gateway/device/device_table.h"
+#include "gateway/device/publish.h"
 
 #define DEV  "GID_test@@@a0_85_e3_f4_49_34@@@0f8e"
 #define DEV2 "GID_test@@@a0_85_e3_f4_49_35@@@0f8e"

@@ -1,5 +1,5 @@
 /*
- * The rolling restart's drain on a real loop (gateway/drain.c): when it
+ * The rolling restart's drain on a real loop (gateway/session/drain.c): when it
  * ends (at once when idle, when the last session goes, at the deadline),
  * what it tells the session table and the cluster, that a second request
  * changes nothing, and that closing it mid-way ends nothing. The session
@@ -15,8 +15,8 @@
 #include <cmocka.h>
 #include <uv.h>
 
-#include "gateway/drain.h"
-#include "gateway/session.h"
+#include "gateway/session/drain.h"
+#include "gateway/session/session.h"
 
 #include "fixture.h"
 

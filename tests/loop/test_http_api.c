@@ -21,9 +21,9 @@
 #include <uv.h>
 
 #include "crypto/credential.h"
-#include "gateway/http_api.h"
+#include "gateway/api/http_api.h"
 #include "gateway/instance.h"
-#include "gateway/mcp_server.h"
+#include "gateway/mcp/mcp_server.h"
 #include "common/log.h"
 #include "fixture.h"
 #include "http_client.h"

@@ -1,5 +1,5 @@
 /*
- * gateway/http_client.c on a real loop against a small HTTP server of the
+ * gateway/http/http_client.c on a real loop against a small HTTP server of the
  * test's own on 127.0.0.1: a response in pieces, a cancel and a new
  * request from inside a data callback, refused connections, timeouts, a
  * refusal of more data, and a close with requests open. Every test ends
@@ -17,7 +17,7 @@
 #include <uv.h>
 
 #include "fixture.h"
-#include "gateway/http_client.h"
+#include "gateway/http/http_client.h"
 
 /* ---- the server: answers by the request's path ---- */
 

@@ -17,7 +17,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
-#include "gateway/http_server.h"
+#include "gateway/http/http_server.h"
 #include "common/log.h"
 #include "fixture.h"
 #include "http_client.h"

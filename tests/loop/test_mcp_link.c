@@ -1,9 +1,9 @@
 /*
- * Device MCP links (gateway/mcp_link.c) through the device table: what a
+ * Device MCP links (gateway/device/mcp_link.c) through the device table: what a
  * device receives over a real mosquitto, answers matched by id, and every
  * way a request ends (timeout, offline, busy, refused, shutdown); progress
  * tokens, the device's own requests, its peers' subscriptions, levels and
- * tasks (gateway/mcp_peers.c), and the catalog discovery reads.
+ * tasks (gateway/device/mcp_peers.c), and the catalog discovery reads.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -31,12 +31,12 @@
 #include "config/config.h"
 #include "fixture.h"
 #include "fixture_parts.h"
-#include "gateway/config_hold.h"
-#include "gateway/device_table.h"
-#include "gateway/mcp_link.h"
-#include "gateway/mcp_peers.h"
-#include "gateway/mcp_relay.h"
-#include "gateway/publish.h"
+#include "gateway/core/config_hold.h"
+#include "gateway/device/device_table.h"
+#include "gateway/device/mcp_link.h"
+#include "gateway/device/mcp_peers.h"
+#include "gateway/device/mcp_relay.h"
+#include "gateway/device/publish.h"
 
 #define DEV  "GID_test@@@a0_85_e3_f4_49_34@@@0f8e"
 #define DEV2 "GID_test@@@a0_85_e3_f4_49_35@@@0f8e"

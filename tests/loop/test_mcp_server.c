@@ -38,10 +38,10 @@
 #include "config/config.h"
 #include "fixture.h"
 #include "fixture_parts.h"
-#include "gateway/device_table.h"
+#include "gateway/device/device_table.h"
 #include "gateway/instance.h"
-#include "gateway/mcp_catalog.h"
-#include "gateway/mcp_server.h"
+#include "gateway/device/mcp_catalog.h"
+#include "gateway/mcp/mcp_server.h"
 #include "http_client.h"
 
 #define TOKEN   "tok-mcp-4d1"

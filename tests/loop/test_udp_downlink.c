@@ -19,7 +19,7 @@
 #include "codec/udp_header.h"
 #include "crypto/aes_ctr.h"
 #include "crypto/session_keys.h"
-#include "gateway/udp_audio.h"
+#include "gateway/audio/udp_audio.h"
 
 #include "fixture.h"
 #include "fixture_parts.h"

@@ -14,7 +14,7 @@
 
 #include <opus.h>
 
-#include "gateway/backend_msg.h"
+#include "gateway/backend/backend_msg.h"
 
 static int add(struct gw_backend_msg *msg, size_t max, const char *in,
                bool first, bool final, bool binary,

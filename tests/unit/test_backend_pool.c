@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "config/config.h"
-#include "gateway/backend_pool.h"
+#include "gateway/backend/backend_pool.h"
 
 #define N_DEVICES 3000
 

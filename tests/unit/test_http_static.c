@@ -1,5 +1,5 @@
 /*
- * The operator page's file server (gateway/http_static.c) on a detached
+ * The operator page's file server (gateway/api/http_static.c) on a detached
  * HTTP server: what each request gets from a directory of real files,
  * links and oversized ones, read at once; and a client that leaves while
  * its file is read on the threadpool.
@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "gateway/http_server.h"
-#include "gateway/http_static.h"
+#include "gateway/http/http_server.h"
+#include "gateway/api/http_static.h"
 
 struct world {
     char dir[64];  /* the served directory */

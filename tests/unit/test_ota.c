@@ -18,7 +18,7 @@
 #include "codec/ota_request.h"
 #include "config/config.h"
 #include "crypto/credential.h"
-#include "gateway/ota.h"
+#include "gateway/api/ota.h"
 
 #define MAC  "a0:85:e3:f4:49:34"
 #define UUID "0f8e1b2c-3d4e-4f50-8a6b-7c8d9e0f1a2b"

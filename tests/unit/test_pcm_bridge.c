@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "codec/opus_packet.h"
-#include "gateway/pcm_bridge.h"
+#include "gateway/audio/pcm_bridge.h"
 
 #define TONE_HZ     440.0
 #define MAX_PACKETS 64

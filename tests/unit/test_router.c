@@ -8,7 +8,7 @@
 
 #include "codec/client_id.h"
 #include "config/config.h"
-#include "gateway/router.h"
+#include "gateway/session/router.h"
 
 struct route_case {
     const char *client_id;

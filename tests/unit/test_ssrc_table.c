@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "gateway/ssrc_table.h"
+#include "gateway/audio/ssrc_table.h"
 
 #define KEYS 3000
 

@@ -1,6 +1,6 @@
 /*
- * The tool cache's allow-list (gateway/tool_cache.c): who may call and see
- * which of a device's tools, for each state of its list.
+ * The tool cache's allow-list (gateway/device/tool_cache.c): who may call and
+ * see which of a device's tools, for each state of its list.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,7 +12,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "gateway/tool_cache.h"
+#include "gateway/device/tool_cache.h"
 
 /* One tool for the AI, one for the user only, one for both audiences
  * (not user-only: the assistant is named too). */

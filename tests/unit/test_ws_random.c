@@ -1,6 +1,6 @@
 /*
  * The masking-key source that replaces libwebsockets' lws_get_random
- * (gateway/ws_random.c): every byte asked for is filled, across pool
+ * (gateway/backend/ws_random.c): every byte asked for is filled, across pool
  * refills, keys do not repeat, and the bytes look uniform.
  */
 #include <setjmp.h>

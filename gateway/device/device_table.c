@@ -1,0 +1,608 @@
+/* The device records; see device_table.h. */
+#include "gateway/device/device_table.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/jsonrpc.h"
+#include "codec/mcp_caps.h"
+#include "codec/mcp_tools.h"
+#include "common/assert.h"
+#include "common/log.h"
+
+static const char *const state_names[GW_DEVICE_STATE_COUNT_] = {
+#define XX(name, text) [GW_DEVICE_##name] = text,
+    GW_DEVICE_STATE_MAP(XX)
+#undef XX
+};
+static const char *const change_names[GW_PRESENCE_CHANGE_COUNT_] = {
+#define XX(name, text) [GW_PRESENCE_##name] = text,
+    GW_PRESENCE_CHANGE_MAP(XX)
+#undef XX
+};
+
+const char *gw_device_state_name(enum gw_device_state state)
+{
+    return (unsigned)state < GW_DEVICE_STATE_COUNT_ ? state_names[state] : "?";
+}
+
+const char *gw_presence_change_name(enum gw_presence_change change)
+{
+    return (unsigned)change < GW_PRESENCE_CHANGE_COUNT_ ? change_names[change]
+                                                        : "?";
+}
+
+static void subject_of(const char *client_id, char *out, size_t cap)
+{
+    snprintf(out, cap, "dev=%s", client_id);
+}
+
+static void changed(struct gw_device_table *t, const struct gw_device *d,
+                    unsigned what)
+{
+    if (t->on_changed != NULL && !t->closing) {
+        t->on_changed(t->on_changed_arg, d, what);
+    }
+}
+
+void gw_device_table_notify(struct gw_device_table *t,
+                            const struct gw_device *d, unsigned what)
+{
+    changed(t, d, what);
+}
+
+/* Discovery finished or failed for the device that holds disc. */
+static void on_tools_changed(void *arg, struct gw_mcp_discovery *disc,
+                             unsigned what)
+{
+    struct gw_device *d = GW_CONTAINER_OF(disc, struct gw_device, discovery);
+
+    /* A device going offline ends its discovery on the way: listeners
+     * hear of that once, from record_gone. */
+    if (d->state != GW_DEVICE_GONE) {
+        changed(arg, d, what);
+        if (d->catalog.known) {
+            gw_mcp_peers_device_ready(arg, d);
+        }
+    }
+}
+
+/* ---- the reaper ---- */
+
+static void record_free(struct gw_device *d)
+{
+    GW_ASSERT(d->state == GW_DEVICE_GONE);
+    GW_ASSERT(d->session == NULL);
+    GW_ASSERT(d->link.n_pending == 0);
+    gw_list_unlink(&d->reap_node);
+    gw_tool_cache_clear(&d->tools);
+    gw_mcp_catalog_clear(&d->catalog);
+    cJSON_Delete(d->discovery.acc);
+    free(d);
+}
+
+static void reap_all(struct gw_device_table *t)
+{
+    struct gw_list *first;
+
+    while ((first = gw_list_first(&t->reap)) != NULL) {
+        record_free(GW_LIST_ENTRY(first, struct gw_device, reap_node));
+    }
+}
+
+static void on_reap(uv_idle_t *idle)
+{
+    struct gw_device_table *t = idle->data;
+
+    reap_all(t);
+    uv_idle_stop(idle);
+}
+
+/* ---- the table ---- */
+
+void gw_device_table_init(struct gw_device_table *t, uv_loop_t *loop,
+                          const struct gw_config_live *config,
+                          struct gw_publisher *pub)
+{
+    memset(t, 0, sizeof(*t));
+    t->loop = loop;
+    t->config = config;
+    gw_list_init(&t->reap);
+    gw_list_init(&t->all_devices_peers);
+    uv_idle_init(loop, &t->reaper);
+    t->reaper.data = t;
+    gw_mcp_links_init(&t->links, loop, pub, config);
+    gw_mcp_discoverer_init(&t->discoverer, &t->links, config, on_tools_changed,
+                           t);
+}
+
+void gw_device_table_set_listener(struct gw_device_table *t,
+                                  gw_device_changed_cb cb, void *arg)
+{
+    t->on_changed = cb;
+    t->on_changed_arg = arg;
+}
+
+void gw_device_table_set_request_handler(struct gw_device_table *t,
+                                         gw_device_request_cb cb, void *arg)
+{
+    t->on_request = cb;
+    t->on_request_arg = arg;
+}
+
+void gw_device_table_set_owner(struct gw_device_table *t,
+                               bool (*owns)(void *arg, const char *client_id),
+                               void *arg)
+{
+    t->owns = owns;
+    t->owns_arg = arg;
+}
+
+struct gw_device *gw_device_find(const struct gw_device_table *t,
+                                 const char *client_id)
+{
+    struct gw_device *d = NULL;
+
+    HASH_FIND_STR(t->by_id, client_id, d);
+    return d;
+}
+
+struct gw_device *gw_device_find_label(const struct gw_device_table *t,
+                                       const char *label)
+{
+    for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
+        if (strcmp(d->label, label) == 0) {
+            return d;
+        }
+    }
+    return NULL;
+}
+
+struct gw_session *gw_device_session(const struct gw_device_table *t,
+                                     const char *client_id)
+{
+    struct gw_device *d = gw_device_find(t, client_id);
+
+    return d != NULL ? d->session : NULL;
+}
+
+size_t gw_device_table_online(const struct gw_device_table *t)
+{
+    return t->count;
+}
+
+/* A new online record (not yet discovering); NULL with *rc set. */
+static struct gw_device *record_add(struct gw_device_table *t,
+                                    const char *client_id, int *rc)
+{
+    size_t len = strlen(client_id);
+    struct gw_device *d;
+
+    if (t->closing) {
+        *rc = GW_ENOENT;
+        return NULL;
+    }
+    if (t->count >= GW_DEVICE_TABLE_MAX) {
+        *rc = GW_ELIMIT;
+        return NULL;
+    }
+    if ((d = calloc(1, sizeof(*d))) == NULL) {
+        *rc = GW_ENOMEM;
+        return NULL;
+    }
+    struct gw_client_id id;
+    if (len > GW_CLIENT_ID_MAX ||
+        gw_client_id_parse(client_id, len, &id) != 0 ||
+        gw_mcp_device_label(client_id, len, d->label) != 0) {
+        free(d);
+        *rc = GW_EINVAL;
+        return NULL;
+    }
+    memcpy(d->client_id, client_id, len + 1);
+    d->table = t;
+    d->state = GW_DEVICE_KNOWN;
+    d->presence.since_ms = uv_now(t->loop);
+    gw_list_init(&d->reap_node);
+    gw_tool_cache_init(&d->tools);
+    gw_mcp_catalog_init(&d->catalog);
+    gw_mcp_interests_init(&d->interests);
+    gw_mcp_link_open(&d->link, &t->links, d->client_id);
+    gw_mcp_discovery_init(&d->discovery, &t->discoverer, &d->link, &d->tools,
+                          &d->catalog);
+    HASH_ADD_STR(t->by_id, client_id, d);
+    if (!GW_HASH_ADDED(d, hh)) {
+        free(d);
+        *rc = GW_ENOMEM;
+        return NULL;
+    }
+    t->count++;
+    *rc = 0;
+    return d;
+}
+
+/* A device online (again): its tools are read unless already known. */
+static void discover_if_needed(struct gw_device *d)
+{
+    const struct gw_config *cfg = gw_config_live_get(d->table->config);
+    struct gw_device_table *t = d->table;
+
+    /* Another instance owns it: that one runs its MCP client. */
+    if (t->owns != NULL && !t->owns(t->owns_arg, d->client_id)) {
+        return;
+    }
+    if (cfg->mcp.discover && (d->discovery.state == GW_MCP_IDLE ||
+                              d->discovery.state == GW_MCP_FAILED)) {
+        gw_mcp_discovery_start(&d->discovery);
+    }
+}
+
+/*
+ * The device is offline: out of the table, its requests ended with why
+ * (their callbacks run from here), listeners told, memory reaped when the
+ * loop turns. Starts nothing.
+ */
+static void record_gone(struct gw_device *d, enum gw_mcp_outcome why)
+{
+    struct gw_device_table *t = d->table;
+
+    GW_ASSERT(d->state == GW_DEVICE_KNOWN);
+    GW_ASSERT(d->session == NULL);
+    d->state = GW_DEVICE_GONE;
+    HASH_DEL(t->by_id, d);
+    t->count--;
+    if (d->presence.online) {
+        d->presence.online = false;
+        t->presence_count--;
+    }
+    gw_list_insert_tail(&t->reap, &d->reap_node);
+    if (!t->closing) {
+        uv_idle_start(&t->reaper, on_reap);
+    }
+    gw_mcp_discovery_cancel(&d->discovery);
+    gw_mcp_interests_clear(&d->interests);
+    gw_mcp_link_close(&d->link, why);
+    changed(t, d, GW_DEVICE_CHANGED_PRESENCE); /* GONE: listeners drop it */
+}
+
+/* ---- presence ---- */
+
+struct gw_device_offline {
+    UT_hash_handle hh;
+    char client_id[GW_CLIENT_ID_MAX + 1];
+};
+
+/* Remembers an offline device; at the table's bound it is not kept (it
+ * then counts as unknown, as without presence). */
+static void offline_mark(struct gw_device_table *t, const char *client_id)
+{
+    struct gw_device_offline *o;
+    size_t len = strlen(client_id);
+
+    HASH_FIND_STR(t->offline, client_id, o);
+    if (o != NULL || len > GW_CLIENT_ID_MAX ||
+        t->n_offline >= GW_DEVICE_TABLE_MAX ||
+        (o = calloc(1, sizeof(*o))) == NULL) {
+        return;
+    }
+    memcpy(o->client_id, client_id, len + 1);
+    HASH_ADD_STR(t->offline, client_id, o);
+    if (!GW_HASH_ADDED(o, hh)) {
+        free(o);
+        return;
+    }
+    t->n_offline++;
+}
+
+static void offline_clear(struct gw_device_table *t, const char *client_id)
+{
+    struct gw_device_offline *o;
+
+    HASH_FIND_STR(t->offline, client_id, o);
+    if (o != NULL) {
+        HASH_DEL(t->offline, o);
+        free(o);
+        t->n_offline--;
+    }
+}
+
+static void offline_clear_all(struct gw_device_table *t)
+{
+    struct gw_device_offline *o, *tmp;
+
+    HASH_ITER(hh, t->offline, o, tmp)
+    {
+        HASH_DEL(t->offline, o);
+        free(o);
+    }
+    t->n_offline = 0;
+}
+
+bool gw_device_offline(const struct gw_device_table *t, const char *client_id)
+{
+    struct gw_device_offline *o;
+
+    HASH_FIND_STR(t->offline, client_id, o);
+    return o != NULL;
+}
+
+/*
+ * News about an older connection than the one on record. Brokers publish
+ * presence in order, but an EMQX rule may report a taken-over session's
+ * disconnect after the new connect; the connection number (the plugin's
+ * counter, or EMQX's connected_at) puts them back in order.
+ */
+static bool stale(const struct gw_device *d, const struct gw_presence *p)
+{
+    return p->has_conn && d->presence.conn != 0 && p->conn < d->presence.conn;
+}
+
+int gw_device_on_presence(struct gw_device_table *t, const char *client_id,
+                          const struct gw_presence *p)
+{
+    struct gw_device *d = gw_device_find(t, client_id);
+    bool was_online;
+    int rc;
+
+    if (d != NULL && stale(d, p)) {
+        return GW_PRESENCE_SAME;
+    }
+    if (!p->online) {
+        if (d == NULL) {
+            offline_mark(t, client_id);
+            return GW_PRESENCE_SAME;
+        }
+        if (d->presence.online) {
+            d->presence.online = false;
+            t->presence_count--;
+        }
+        d->presence.conn = p->conn;
+        offline_mark(t, client_id);
+        if (d->session == NULL) {
+            record_gone(d, GW_MCP_OFFLINE);
+        }
+        return GW_PRESENCE_LEFT;
+    }
+    offline_clear(t, client_id);
+    if (d == NULL && (d = record_add(t, client_id, &rc)) == NULL) {
+        return rc;
+    }
+    was_online = d->presence.online;
+    /* Connection 0 is unknown (never given, or forgotten at a broker
+     * reconnect): a replayed online message is then no return. */
+    bool newer = d->presence.conn != 0 && p->conn != d->presence.conn;
+    memcpy(d->presence.address, p->address, sizeof(d->presence.address));
+    d->presence.conn = p->conn;
+    if (!was_online) {
+        d->presence.online = true;
+        t->presence_count++;
+    }
+    discover_if_needed(d);
+    if (!was_online && d->session == NULL) {
+        changed(t, d, GW_DEVICE_CHANGED_PRESENCE);
+    }
+    return !was_online ? GW_PRESENCE_ARRIVED
+           : newer     ? GW_PRESENCE_RETURNED
+                       : GW_PRESENCE_SAME;
+}
+
+void gw_device_table_presence_reset(struct gw_device_table *t)
+{
+    for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
+        d->presence.conn = 0;
+    }
+    offline_clear_all(t);
+}
+
+/* ---- sessions ---- */
+
+int gw_device_attach_session(struct gw_device_table *t, const char *client_id,
+                             struct gw_session *s, const char *session_id,
+                             struct gw_device **out)
+{
+    struct gw_device *d = gw_device_find(t, client_id);
+    bool was_online = d != NULL;
+    int rc;
+
+    if (d == NULL && (d = record_add(t, client_id, &rc)) == NULL) {
+        return rc;
+    }
+    GW_ASSERT(d->session == NULL);
+    d->session = s;
+    d->link.session_id = session_id;
+    /* Also the start of the MCP link where no presence comes. */
+    discover_if_needed(d);
+    if (!was_online) {
+        changed(t, d, GW_DEVICE_CHANGED_PRESENCE);
+    }
+    *out = d;
+    return 0;
+}
+
+void gw_device_detach_session(struct gw_device *dev, struct gw_session *s,
+                              bool keep_online)
+{
+    if (dev->session != s) {
+        return;
+    }
+    dev->session = NULL;
+    dev->link.session_id = "";
+    /*
+     * With no presence from the broker, a device is known only while it
+     * talks: its record (and MCP link) ends with its last session.
+     */
+    if (!keep_online && !dev->presence.online &&
+        dev->state == GW_DEVICE_KNOWN) {
+        char subject[GW_CLIENT_ID_MAX + 8];
+        subject_of(dev->client_id, subject, sizeof(subject));
+        GW_LOG(GW_LOG_DEBUG, subject, "offline: %zu MCP request%s failed",
+               dev->link.n_pending, dev->link.n_pending == 1 ? "" : "s");
+        record_gone(dev, GW_MCP_OFFLINE);
+    }
+}
+
+/* ---- MCP ---- */
+
+void gw_device_table_owners_changed(struct gw_device_table *t)
+{
+    for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
+        if (d->presence.online) {
+            discover_if_needed(d);
+        }
+    }
+}
+
+void gw_device_settle(struct gw_device_table *t, const char *client_id)
+{
+    struct gw_device *d = gw_device_find(t, client_id);
+
+    if (d != NULL && d->session == NULL && !d->presence.online) {
+        record_gone(d, GW_MCP_OFFLINE);
+    }
+}
+
+int gw_device_refresh(struct gw_device_table *t, const char *client_id)
+{
+    struct gw_device *d = gw_device_find(t, client_id);
+
+    if (d == NULL) {
+        return GW_ENOENT;
+    }
+    gw_mcp_discovery_start(&d->discovery);
+    return 0;
+}
+
+/* A request of the device's own: true when the gateway answered it. */
+static bool device_request(struct gw_device_table *t, struct gw_device *d,
+                           const struct gw_rpc *rpc, const char *subject)
+{
+    unsigned need = gw_mcp_method_client_cap(rpc->method);
+    char text[96];
+
+    if (strcmp(rpc->method, "ping") == 0) {
+        (void)gw_mcp_link_respond(&d->link, rpc->id, cJSON_CreateObject(),
+                                  NULL);
+        return true;
+    }
+    if (need == 0) {
+        return false; /* the backend's to answer, as ever */
+    }
+    if (t->on_request != NULL && t->on_request(t->on_request_arg, d, rpc)) {
+        return true;
+    }
+    snprintf(text, sizeof(text), "no MCP client of this device declared %s",
+             gw_mcp_client_cap_name(need));
+    gw_log(GW_LOG_INFO, subject, "%s refused: %s", rpc->method, text);
+    (void)gw_mcp_link_respond_error(&d->link, rpc->id, GW_RPC_NO_CLIENT, text);
+    return true;
+}
+
+/* A notification of the device: true when consumed here. */
+static bool device_notification(struct gw_device_table *t, struct gw_device *d,
+                                const struct gw_rpc *rpc, const char *subject)
+{
+    const char *m = rpc->method;
+
+    int kind = strcmp(m, "notifications/tools/list_changed") == 0 ? -1
+               : strcmp(m, "notifications/resources/list_changed") == 0
+                   ? GW_MCP_LIST_RESOURCES
+               : strcmp(m, "notifications/prompts/list_changed") == 0
+                   ? GW_MCP_LIST_PROMPTS
+                   : -2;
+
+    if (kind != -2) {
+        t->links.stats.list_changed++;
+        gw_log(GW_LOG_INFO, subject, "%s: reading the lists again",
+               m + sizeof("notifications/") - 1);
+        /* Its owner reads them (a session here may hear it too). */
+        if (t->owns == NULL || t->owns(t->owns_arg, d->client_id)) {
+            gw_mcp_discovery_list_changed(&d->discovery, kind);
+        }
+        return false; /* the backend may want it too */
+    }
+    if (strcmp(m, "notifications/progress") == 0) {
+        if (!gw_mcp_link_on_progress(&d->link, rpc)) {
+            t->links.stats.unsolicited++;
+            GW_LOG(GW_LOG_DEBUG, subject, "progress for no request: dropped");
+        }
+        return true;
+    }
+    if (strcmp(m, "notifications/cancelled") == 0) {
+        /* A request of its own it withdraws: the MCP client's, or else
+         * the backend's to hear. */
+        return t->on_request != NULL &&
+               t->on_request(t->on_request_arg, d, rpc);
+    }
+    return gw_mcp_peers_on_notification(t, d, rpc);
+}
+
+bool gw_device_on_mcp(struct gw_device_table *t, const char *client_id,
+                      const struct gw_envelope *env)
+{
+    const cJSON *payload =
+        cJSON_GetObjectItemCaseSensitive(env->root, "payload");
+    struct gw_device *d = gw_device_find(t, client_id);
+    char subject[GW_CLIENT_ID_MAX + 16];
+    struct gw_rpc rpc;
+
+    snprintf(subject, sizeof(subject), "dev=%s mcp", client_id);
+    if (gw_rpc_classify(payload, &rpc) != 0) {
+        t->links.stats.refused++;
+        gw_log(GW_LOG_WARN, subject, "mcp payload is not JSON-RPC: dropped");
+        return true;
+    }
+    if (rpc.kind == GW_RPC_RESPONSE) {
+        if (d != NULL) {
+            gw_mcp_link_on_response(&d->link, &rpc);
+        } else {
+            t->links.stats.unsolicited++;
+            GW_LOG(GW_LOG_DEBUG, subject, "response from an unknown device");
+        }
+        return true;
+    }
+    if (d == NULL) {
+        return false;
+    }
+    return rpc.kind == GW_RPC_REQUEST
+               ? device_request(t, d, &rpc, subject)
+               : device_notification(t, d, &rpc, subject);
+}
+
+/* ---- shutdown ---- */
+
+static void on_reaper_closed(uv_handle_t *handle)
+{
+    struct gw_device_table *t = handle->data;
+
+    reap_all(t);
+    if (t->close_cb != NULL) {
+        t->close_cb(t, t->close_arg);
+    }
+}
+
+void gw_device_table_close(struct gw_device_table *t,
+                           void (*cb)(struct gw_device_table *t, void *arg),
+                           void *arg)
+{
+    struct gw_device *d;
+
+    if (t->closing) {
+        return;
+    }
+    t->closing = true;
+    t->close_cb = cb;
+    t->close_arg = arg;
+    gw_mcp_discoverer_stop(&t->discoverer);
+    while ((d = t->by_id) != NULL) {
+        if (d->session != NULL) {
+            /* Sessions have ended by now; a straggler lets go here. */
+            d->session = NULL;
+            d->link.session_id = "";
+        }
+        record_gone(d, GW_MCP_CANCELLED);
+    }
+    offline_clear_all(t);
+    gw_mcp_links_close(&t->links);
+    uv_idle_stop(&t->reaper);
+    uv_close((uv_handle_t *)&t->reaper, on_reaper_closed);
+}

@@ -1,0 +1,103 @@
+/*
+ * Discovery (docs/protocol.md section 7): initialize (its capabilities
+ * go to the device's catalog), notifications/initialized, then tools/list
+ * paged to the end or to mcp.max_tools, filling a device's tool cache,
+ * then, only when the device offers them, resources/list,
+ * resources/templates/list and prompts/list, each to the end or to
+ * mcp.max_list_items, filling its catalog. At most
+ * mcp.discover_concurrency discoveries run at once; the rest wait in line,
+ * so a broker replaying every device's presence does not flood devices.
+ */
+#ifndef GW_MCP_DISCOVERY_H
+#define GW_MCP_DISCOVERY_H
+
+#include <stdbool.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/list.h"
+#include "gateway/device/mcp_catalog.h"
+#include "gateway/device/mcp_link.h"
+#include "gateway/device/tool_cache.h"
+
+/* Where a device's discovery is. */
+#define GW_MCP_STATE_MAP(XX)                                                   \
+    XX(IDLE, "idle")                 /* nothing asked yet, or waiting */       \
+    XX(INITIALIZING, "initializing") /* initialize sent */                     \
+    XX(LISTING, "listing")           /* list pages in flight */                \
+    XX(READY, "ready")               /* the cache holds the list */            \
+    XX(FAILED, "failed")             /* the last discovery failed */
+
+enum gw_mcp_state {
+#define XX(name, _) GW_MCP_##name,
+    GW_MCP_STATE_MAP(XX)
+#undef XX
+        GW_MCP_STATE_COUNT_
+};
+
+const char *gw_mcp_state_name(enum gw_mcp_state state);
+
+struct gw_mcp_discoverer;
+
+/* One device's discovery; lives in the device's record. */
+struct gw_mcp_discovery {
+    struct gw_mcp_discoverer *owner;
+    struct gw_mcp_link *link;
+    struct gw_tool_cache *cache;
+    struct gw_mcp_catalog *catalog;
+    enum gw_mcp_state state;
+    int kind;                  /* list being read: -1 tools, else a kind */
+    struct gw_list queue_node; /* in owner->queue while waiting */
+    bool running;              /* holds one of the owner's slots */
+    bool again;                /* list_changed during a run */
+    cJSON *acc;                /* tools gathered by the run in progress */
+    unsigned pages;            /* pages of the run in progress */
+    char server_name[64];      /* serverInfo of the device's initialize */
+    char server_version[32];
+};
+
+/* Told when a device's lists changed (a run completed or failed); what:
+ * GW_DEVICE_CHANGED_* bits of mcp_catalog.h. */
+typedef void (*gw_mcp_tools_changed_cb)(void *arg,
+                                        struct gw_mcp_discovery *disc,
+                                        unsigned what);
+
+/* Every discovery's shared part: slots, the line, the counters. */
+struct gw_mcp_discoverer {
+    struct gw_mcp_links *links;
+    const struct gw_config_live *config;
+    struct gw_list queue; /* discoveries waiting for a slot */
+    unsigned running;
+    bool stopping; /* shutdown: nothing new starts */
+    gw_mcp_tools_changed_cb on_changed;
+    void *on_changed_arg;
+};
+
+void gw_mcp_discoverer_init(struct gw_mcp_discoverer *d,
+                            struct gw_mcp_links *links,
+                            const struct gw_config_live *config,
+                            gw_mcp_tools_changed_cb on_changed, void *arg);
+/* Shutdown: the line is emptied and nothing new starts. Runs in flight
+ * end when their links close. */
+void gw_mcp_discoverer_stop(struct gw_mcp_discoverer *d);
+
+void gw_mcp_discovery_init(struct gw_mcp_discovery *disc,
+                           struct gw_mcp_discoverer *owner,
+                           struct gw_mcp_link *link,
+                           struct gw_tool_cache *cache,
+                           struct gw_mcp_catalog *catalog);
+/* Starts a run now, or in line; a run in progress is repeated once it
+ * ends (the list changed under it). Nothing happens once stopping. */
+void gw_mcp_discovery_start(struct gw_mcp_discovery *disc);
+/*
+ * The device says a list changed (kind: -1 for tools, else the first
+ * catalog kind it affects): a run that has not asked for that list yet
+ * will read it as it now is; otherwise the list is read again, as
+ * gw_mcp_discovery_start does.
+ */
+void gw_mcp_discovery_list_changed(struct gw_mcp_discovery *disc, int kind);
+/* The device left: out of the line; a run in progress ends with its
+ * link's requests. Must be called before the link closes. */
+void gw_mcp_discovery_cancel(struct gw_mcp_discovery *disc);
+
+#endif /* GW_MCP_DISCOVERY_H */
