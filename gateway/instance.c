@@ -107,7 +107,7 @@ static void cluster_load(void *arg, unsigned *sessions, unsigned *devices)
     struct gw_instance *inst = arg;
 
     *sessions = (unsigned)gw_sessions_live(&inst->sessions);
-    *devices = inst->devices.count;
+    *devices = (unsigned)gw_device_table_online(&inst->devices);
 }
 
 static void on_peer_message(void *arg, const uint8_t *payload, size_t len)

@@ -22,7 +22,7 @@
 #include "common/error.h"
 #include "gateway/instance.h"
 #include "common/log.h"
-#include "version.h"
+#include "gateway/core/version.h"
 
 #define CONFIG_ERR_BYTES 8192
 

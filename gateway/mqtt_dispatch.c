@@ -20,7 +20,7 @@ static const struct gw_bucket_rate log_all = {5, 50};
 
 static uint64_t now_ms(const struct gw_mqtt_dispatch *d)
 {
-    return uv_now(d->devices->loop);
+    return uv_now(gw_device_table_loop(d->devices));
 }
 
 static struct gw_bucket_rate hello_rate(const struct gw_config *cfg)

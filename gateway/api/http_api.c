@@ -428,8 +428,9 @@ static void list_devices(struct gw_http_api *api, struct gw_http_req *req)
     cJSON *list = cJSON_AddArrayToObject(doc, "devices");
     int n = 0;
 
-    for (const struct gw_device *d = api->env.devices->by_id;
-         d != NULL && list != NULL; d = d->hh.next) {
+    const struct gw_device *d;
+    for (d = gw_device_table_first(api->env.devices); d != NULL && list != NULL;
+         d = gw_device_table_next(d)) {
         cJSON *o = device_json(d, uv_now(api->env.loop));
         if (o == NULL) {
             cJSON_Delete(doc);

@@ -86,8 +86,8 @@ static void mcp_send(const struct gw_http_api_env *env, const char *client_id,
         gw_log(GW_LOG_WARN, SUBJECT, "%s for %s refused: %s", method, client_id,
                why);
         cJSON_Delete(params);
-        gw_mcp_refuse(&devs->links, GW_MCP_FROM_API, GW_RPC_METHOD_NOT_FOUND,
-                      why, cb, arg, handle);
+        gw_mcp_refuse(gw_device_table_links(devs), GW_MCP_FROM_API,
+                      GW_RPC_METHOD_NOT_FOUND, why, cb, arg, handle);
         return;
     }
     if (dev != NULL && strcmp(method, "tools/call") == 0 &&
@@ -99,12 +99,13 @@ static void mcp_send(const struct gw_http_api_env *env, const char *client_id,
         gw_log(GW_LOG_WARN, SUBJECT, "tools/call for %s refused: %s", client_id,
                why);
         cJSON_Delete(params);
-        gw_mcp_refuse(&devs->links, GW_MCP_FROM_API, GW_RPC_INVALID_PARAMS, why,
-                      cb, arg, handle);
+        gw_mcp_refuse(gw_device_table_links(devs), GW_MCP_FROM_API,
+                      GW_RPC_INVALID_PARAMS, why, cb, arg, handle);
         return;
     }
-    gw_mcp_request(&devs->links, dev != NULL ? &dev->link : NULL, method,
-                   params, timeout_of(env), GW_MCP_FROM_API, cb, arg, handle);
+    gw_mcp_request(gw_device_table_links(devs), dev != NULL ? &dev->link : NULL,
+                   method, params, timeout_of(env), GW_MCP_FROM_API, cb, arg,
+                   handle);
 }
 
 /* {"success":true,"data":..} or {"success":false,"error":..} of a reply. */
@@ -177,8 +178,9 @@ static struct push_result publish_to(const struct gw_http_api_env *env,
         r = (struct push_result){500, "the device is offline", false,
                                  GW_PUSH_OFFLINE};
     } else {
-        r = publish_rc(devs->links.pub, client_id,
-                       gw_publish_json(devs->links.pub, client_id, text, len));
+        r = publish_rc(gw_device_table_links(devs)->pub, client_id,
+                       gw_publish_json(gw_device_table_links(devs)->pub,
+                                       client_id, text, len));
     }
     stats->messages[type][r.result]++;
     return r;
@@ -229,7 +231,7 @@ static void on_command_gone(struct gw_http_req *req, void *arg)
     struct command *cmd = arg;
 
     (void)req;
-    gw_mcp_abandon(&cmd->env->devices->links, cmd->handle);
+    gw_mcp_abandon(gw_device_table_links(cmd->env->devices), cmd->handle);
     free(cmd);
 }
 
@@ -444,7 +446,8 @@ static void on_fanout_gone(struct gw_http_req *req, void *arg)
     f->req = NULL;
     for (size_t i = 0; i < f->next; i++) {
         if (f->targets[i].waiting) {
-            gw_mcp_abandon(&f->env->devices->links, f->targets[i].handle);
+            gw_mcp_abandon(gw_device_table_links(f->env->devices),
+                           f->targets[i].handle);
         }
     }
     fanout_free(f);
@@ -491,8 +494,9 @@ static int select_targets(struct fanout *f, const struct gw_device_target *to,
     if (to->kind == GW_DEVICE_TARGET_IDS) {
         want = to->n_ids;
     } else {
-        for (const struct gw_device *d = devs->by_id; d != NULL;
-             d = d->hh.next) {
+        const struct gw_device *d;
+        GW_DEVICE_FOREACH(devs, d)
+        {
             want += to->kind == GW_DEVICE_TARGET_ALL ||
                     in_group(d->client_id, to->group);
         }
@@ -517,7 +521,9 @@ static int select_targets(struct fanout *f, const struct gw_device_target *to,
         }
         return 0;
     }
-    for (const struct gw_device *d = devs->by_id; d != NULL; d = d->hh.next) {
+    const struct gw_device *d;
+    GW_DEVICE_FOREACH(devs, d)
+    {
         if ((to->kind == GW_DEVICE_TARGET_ALL ||
              in_group(d->client_id, to->group)) &&
             add_target(f, d->client_id) != 0) {

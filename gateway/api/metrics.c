@@ -528,7 +528,7 @@ static void latency_part(struct out *o, const struct gw_mcp_stats *st)
 
 static void mcp_part(struct out *o, const struct gw_metrics_sources *src)
 {
-    const struct gw_mcp_stats *st = &src->devices->links.stats;
+    const struct gw_mcp_stats *st = gw_device_table_mcp_stats(src->devices);
 
     family(o, "hybridgw_mcp_requests_total", "counter",
            "Requests to devices' MCP servers, by origin and outcome.");
@@ -805,8 +805,9 @@ static void cluster_part(struct out *o, const struct gw_metrics_sources *src)
         return;
     }
     gw_cluster_get_stats(c, &st);
-    for (const struct gw_device *d = src->devices->by_id; d != NULL;
-         d = d->hh.next) {
+    const struct gw_device *d;
+    GW_DEVICE_FOREACH(src->devices, d)
+    {
         owned += d->presence.online && gw_cluster_owns(c, d->client_id);
     }
     pair(o, "hybridgw_cluster_instances", "gauge",

@@ -213,9 +213,9 @@ static void serve_request(struct gw_cluster_rpc *r,
     };
     cJSON *params = m->params != NULL ? cJSON_Duplicate(m->params, 1) : NULL;
     /* Not known here: the same -32002 the asker would give itself. */
-    gw_mcp_request_with(&r->env.devices->links, dev != NULL ? &dev->link : NULL,
-                        m->method, params, &opts, origin, on_inbound_reply, in,
-                        &in->handle);
+    gw_mcp_request_with(gw_device_table_links(r->env.devices),
+                        dev != NULL ? &dev->link : NULL, m->method, params,
+                        &opts, origin, on_inbound_reply, in, &in->handle);
 }
 
 static void serve_cancel(struct gw_cluster_rpc *r,
@@ -229,7 +229,7 @@ static void serve_cancel(struct gw_cluster_rpc *r,
     if (in != NULL) {
         uint64_t handle = in->handle;
         inbound_free(r, in);
-        gw_mcp_abandon(&r->env.devices->links, handle);
+        gw_mcp_abandon(gw_device_table_links(r->env.devices), handle);
     }
 }
 
@@ -527,8 +527,9 @@ void gw_cluster_rpc_peer_joined(struct gw_cluster_rpc *r, const char *name)
     if (r == NULL || r->closed) {
         return;
     }
-    for (struct gw_device *d = r->env.devices->by_id; d != NULL;
-         d = d->hh.next) {
+    struct gw_device *d;
+    GW_DEVICE_FOREACH(r->env.devices, d)
+    {
         if (d->presence.online && d->tools.state != GW_TOOL_LIST_NONE &&
             gw_cluster_owns(r->env.cluster, d->client_id)) {
             publish_catalog(r, d, name);
@@ -649,7 +650,7 @@ int gw_cluster_rpc_init(const struct gw_cluster_rpc_env *env,
         .cancel = remote_cancel,
         .arg = r,
     };
-    env->devices->links.remote = &r->remote;
+    gw_device_table_links(env->devices)->remote = &r->remote;
     *out = r;
     return 0;
 }
@@ -676,10 +677,10 @@ void gw_cluster_rpc_close(struct gw_cluster_rpc *r)
     {
         uint64_t handle = in->handle;
         inbound_free(r, in);
-        gw_mcp_abandon(&r->env.devices->links, handle);
+        gw_mcp_abandon(gw_device_table_links(r->env.devices), handle);
     }
-    if (r->env.devices->links.remote == &r->remote) {
-        r->env.devices->links.remote = NULL;
+    if (gw_device_table_links(r->env.devices)->remote == &r->remote) {
+        gw_device_table_links(r->env.devices)->remote = NULL;
     }
     free(r);
 }

@@ -172,6 +172,32 @@ size_t gw_device_table_online(const struct gw_device_table *t)
     return t->count;
 }
 
+struct gw_device *gw_device_table_first(const struct gw_device_table *t)
+{
+    return t->by_id;
+}
+
+struct gw_device *gw_device_table_next(const struct gw_device *dev)
+{
+    return dev->hh.next;
+}
+
+struct gw_mcp_links *gw_device_table_links(struct gw_device_table *t)
+{
+    return &t->links;
+}
+
+const struct gw_mcp_stats *
+gw_device_table_mcp_stats(const struct gw_device_table *t)
+{
+    return &t->links.stats;
+}
+
+uv_loop_t *gw_device_table_loop(const struct gw_device_table *t)
+{
+    return t->loop;
+}
+
 /* A new online record (not yet discovering); NULL with *rc set. */
 static struct gw_device *record_add(struct gw_device_table *t,
                                     const char *client_id, int *rc)

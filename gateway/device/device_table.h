@@ -241,4 +241,23 @@ bool gw_device_on_mcp(struct gw_device_table *t, const char *client_id,
 /* Devices online now. */
 size_t gw_device_table_online(const struct gw_device_table *t);
 
+/*
+ * The online records, in no set order: GW_DEVICE_FOREACH(t, d) { ... }.
+ * The body may not take d (or any record) out of the table.
+ */
+struct gw_device *gw_device_table_first(const struct gw_device_table *t);
+struct gw_device *gw_device_table_next(const struct gw_device *dev);
+#define GW_DEVICE_FOREACH(t, d)                                                \
+    for ((d) = gw_device_table_first(t); (d) != NULL;                          \
+         (d) = gw_device_table_next(d))
+
+/* What every device's MCP link shares: requests by handle, their stats,
+ * the way to the broker and to a device another instance owns. */
+struct gw_mcp_links *gw_device_table_links(struct gw_device_table *t);
+const struct gw_mcp_stats *
+gw_device_table_mcp_stats(const struct gw_device_table *t);
+
+/* The loop the table runs on. */
+uv_loop_t *gw_device_table_loop(const struct gw_device_table *t);
+
 #endif /* GW_DEVICE_TABLE_H */

@@ -9,7 +9,7 @@
 #include "codec/mcp_tools.h"
 #include "common/assert.h"
 #include "common/log.h"
-#include "version.h"
+#include "gateway/core/version.h"
 
 /* Pages one discovery may read: the cap on tools normally ends it first. */
 #define DISCOVER_MAX_PAGES 64

@@ -23,16 +23,8 @@
 #include "common/list.h"
 #include "common/log.h"
 #include "common/ratelimit.h"
+#include "gateway/core/version.h"
 #include "gateway/http/http_client.h"
-
-#if defined(__has_include)
-#if __has_include("version.h")
-#include "version.h"
-#endif
-#endif
-#ifndef GW_VERSION
-#define GW_VERSION "unknown"
-#endif
 
 #define PROTOCOL_VERSION "2025-11-25"
 #define NAME_MAX_LEN     64

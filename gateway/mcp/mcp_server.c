@@ -17,18 +17,8 @@
 #include "codec/mcp_items.h"
 #include "codec/mcp_tools.h"
 #include "common/log.h"
+#include "gateway/core/version.h"
 #include "gateway/mcp/mcp_server_int.h"
-
-/* The build's generated version.h, when this target's include path has
- * the build directory of gateway/. */
-#if defined(__has_include)
-#if __has_include("version.h")
-#include "version.h"
-#endif
-#endif
-#ifndef GW_VERSION
-#define GW_VERSION "unknown"
-#endif
 
 #define DEVICES_PREFIX "/mcp/devices/"
 

@@ -172,7 +172,8 @@ static void exchange_gone(struct gw_http_req *req, void *arg)
         if (call->ex != ex) {
             continue;
         }
-        gw_mcp_abandon(&cl->srv->env.devices->links, call->handle);
+        gw_mcp_abandon(gw_device_table_links(cl->srv->env.devices),
+                       call->handle);
         call->ex = NULL;
         gw_mcp_call_finish(call, NULL);
     }
@@ -295,7 +296,7 @@ bool gw_mcp_call_cancel(struct gw_mcp_client *cl, const cJSON *request_id)
     }
     GW_LOG(GW_LOG_INFO, cl->subject, "%s to %s cancelled by client",
            call->method, call->client_id);
-    gw_mcp_abandon(&cl->srv->env.devices->links, call->handle);
+    gw_mcp_abandon(gw_device_table_links(cl->srv->env.devices), call->handle);
     /* MCP: a cancelled request gets no response. Its POST still ends:
      * 202 when nothing else of it has an answer, or its stream ends. */
     call_end(call, NULL, false);
@@ -381,9 +382,9 @@ cJSON *gw_mcp_forward(struct gw_mcp_exchange *ex, const struct gw_rpc *rpc,
     if (strcmp(method, "tools/call") != 0) { /* that one says which tool */
         GW_LOG(GW_LOG_DEBUG, cl->subject, "%s to %s", method, dev->client_id);
     }
-    gw_mcp_request_with(&cl->srv->env.devices->links, &dev->link, method,
-                        params, &opts, GW_MCP_FROM_CLIENT, gw_mcp_call_reply,
-                        call, &call->handle);
+    gw_mcp_request_with(gw_device_table_links(cl->srv->env.devices), &dev->link,
+                        method, params, &opts, GW_MCP_FROM_CLIENT,
+                        gw_mcp_call_reply, call, &call->handle);
     *started = true;
     return NULL;
 }
@@ -553,7 +554,8 @@ void gw_mcp_client_end(struct gw_mcp_client *cl, const char *why)
     gw_mcp_peer_leave(srv->env.devices, &cl->peer);
     while ((call = cl->calls) != NULL) {
         if (call->ex != NULL) {
-            gw_mcp_abandon(&srv->env.devices->links, call->handle);
+            gw_mcp_abandon(gw_device_table_links(srv->env.devices),
+                           call->handle);
         }
         gw_mcp_call_finish(
             call, gw_rpc_error(call->id, GW_RPC_CANCELLED, "session ended"));

@@ -143,7 +143,8 @@ static cJSON *list_page(struct gw_mcp_client *cl, const struct gw_rpc *rpc,
             (void)page_add(&pg, kind, dev, false);
         }
     } else {
-        for (dev = devs->by_id; dev != NULL; dev = dev->hh.next) {
+        GW_DEVICE_FOREACH(devs, dev)
+        {
             if (gw_mcp_catalog_offers(&dev->catalog, list_cap(kind)) &&
                 !page_add(&pg, kind, dev, true)) {
                 break;

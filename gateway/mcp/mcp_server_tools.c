@@ -148,7 +148,8 @@ cJSON *gw_mcp_server_tools_list(struct gw_mcp_exchange *ex,
             (void)page_add_device(srv, &pg, dev, false);
         }
     } else {
-        for (dev = srv->env.devices->by_id; dev != NULL; dev = dev->hh.next) {
+        GW_DEVICE_FOREACH(srv->env.devices, dev)
+        {
             if (!page_add_device(srv, &pg, dev, true)) {
                 break;
             }

@@ -228,7 +228,9 @@ void gw_device_call_on_uplink(struct gw_session *s, const uint8_t *opus,
 static struct gw_device *device_by_mac(const struct gw_device_table *t,
                                        const char *mac)
 {
-    for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
+    struct gw_device *d;
+    GW_DEVICE_FOREACH(t, d)
+    {
         struct gw_client_id id;
         if (gw_client_id_parse(d->client_id, strlen(d->client_id), &id) == 0 &&
             strcmp(id.mac, mac) == 0) {
@@ -318,8 +320,9 @@ static void wake(struct gw_device_calls *c, struct gw_call *call,
         gw_log(GW_LOG_ERROR, call->subject, "wake-up: out of memory");
         return;
     }
-    gw_mcp_request(&c->env.devices->links, &callee->link, "tools/call", params,
-                   0, GW_MCP_FROM_API, on_wake_reply, c, NULL);
+    gw_mcp_request(gw_device_table_links(c->env.devices), &callee->link,
+                   "tools/call", params, 0, GW_MCP_FROM_API, on_wake_reply, c,
+                   NULL);
     GW_LOG(GW_LOG_DEBUG, call->subject, "wake-up sent to %s",
            callee->client_id);
 }
