@@ -10,6 +10,7 @@
 #include "codec/mcp_tools.h"
 #include "common/assert.h"
 #include "common/log.h"
+#include "gateway/device/mcp_peers_int.h"
 
 static const char *const state_names[GW_DEVICE_STATE_COUNT_] = {
 #define XX(name, text) [GW_DEVICE_##name] = text,
@@ -63,7 +64,7 @@ static void on_tools_changed(void *arg, struct gw_mcp_discovery *disc,
     if (d->state != GW_DEVICE_GONE) {
         changed(arg, d, what);
         if (d->catalog.known) {
-            gw_mcp_peers_device_ready(arg, d);
+            gw__device_peers_ready(&d->table->peers, &d->interests);
         }
     }
 }
@@ -101,6 +102,25 @@ static void on_reap(uv_idle_t *idle)
 
 /* ---- the table ---- */
 
+/* The records as mcp_peers.c sees them: their interests. */
+static struct gw_mcp_interests *peers_find(void *arg, const char *client_id)
+{
+    struct gw_device *d = gw_device_find(arg, client_id);
+
+    return d != NULL ? &d->interests : NULL;
+}
+
+static struct gw_mcp_interests *peers_next(void *arg,
+                                           const struct gw_mcp_interests *in)
+{
+    const struct gw_device_table *t = arg;
+    struct gw_device *d =
+        in == NULL ? t->by_id
+                   : GW_CONTAINER_OF(in, struct gw_device, interests)->hh.next;
+
+    return d != NULL ? &d->interests : NULL;
+}
+
 void gw_device_table_init(struct gw_device_table *t, uv_loop_t *loop,
                           const struct gw_config_live *config,
                           struct gw_publisher *pub)
@@ -109,10 +129,10 @@ void gw_device_table_init(struct gw_device_table *t, uv_loop_t *loop,
     t->loop = loop;
     t->config = config;
     gw_list_init(&t->reap);
-    gw_list_init(&t->all_devices_peers);
     uv_idle_init(loop, &t->reaper);
     t->reaper.data = t;
     gw_mcp_links_init(&t->links, loop, pub, config);
+    gw__device_peers_init(&t->peers, &t->links, peers_find, peers_next, t);
     gw_mcp_discoverer_init(&t->discoverer, &t->links, config, on_tools_changed,
                            t);
 }
@@ -232,7 +252,7 @@ static struct gw_device *record_add(struct gw_device_table *t,
     gw_list_init(&d->reap_node);
     gw_tool_cache_init(&d->tools);
     gw_mcp_catalog_init(&d->catalog);
-    gw_mcp_interests_init(&d->interests);
+    gw__device_interests_init(&d->interests, &d->link, &d->catalog);
     gw_mcp_link_open(&d->link, &t->links, d->client_id);
     gw_mcp_discovery_init(&d->discovery, &t->discoverer, &d->link, &d->tools,
                           &d->catalog);
@@ -286,7 +306,7 @@ static void record_gone(struct gw_device *d, enum gw_mcp_outcome why)
         uv_idle_start(&t->reaper, on_reap);
     }
     gw_mcp_discovery_cancel(&d->discovery);
-    gw_mcp_interests_clear(&d->interests);
+    gw__device_interests_clear(&d->interests);
     gw_mcp_link_close(&d->link, why);
     changed(t, d, GW_DEVICE_CHANGED_PRESENCE); /* GONE: listeners drop it */
 }
@@ -559,7 +579,7 @@ static bool device_notification(struct gw_device_table *t, struct gw_device *d,
         return t->on_request != NULL &&
                t->on_request(t->on_request_arg, d, rpc);
     }
-    return gw_mcp_peers_on_notification(t, d, rpc);
+    return gw__device_peers_on_notification(&t->peers, &d->interests, d, rpc);
 }
 
 bool gw_device_on_mcp(struct gw_device_table *t, const char *client_id,
@@ -592,6 +612,37 @@ bool gw_device_on_mcp(struct gw_device_table *t, const char *client_id,
     return rpc.kind == GW_RPC_REQUEST
                ? device_request(t, d, &rpc, subject)
                : device_notification(t, d, &rpc, subject);
+}
+
+/* ---- the devices' peers ---- */
+
+void gw_mcp_peer_leave(struct gw_device_table *t, struct gw_mcp_peer *peer)
+{
+    gw__device_peers_leave(&t->peers, peer);
+}
+
+void gw_mcp_subscribe(struct gw_device_table *t, struct gw_device *dev,
+                      struct gw_mcp_peer *peer, const char *uri, bool on,
+                      enum gw_mcp_origin origin, gw_mcp_reply_cb cb, void *arg,
+                      uint64_t *handle)
+{
+    gw__device_peers_subscribe(&t->peers, &dev->interests, peer, uri, on,
+                               origin, cb, arg, handle);
+}
+
+void gw_mcp_set_level(struct gw_device_table *t, struct gw_device *dev,
+                      struct gw_mcp_peer *peer, enum gw_mcp_log_level level,
+                      enum gw_mcp_origin origin, gw_mcp_reply_cb cb, void *arg,
+                      uint64_t *handle)
+{
+    gw__device_peers_set_level(&t->peers, dev != NULL ? &dev->interests : NULL,
+                               peer, level, origin, cb, arg, handle);
+}
+
+void gw_mcp_task_created(struct gw_device *dev, struct gw_mcp_peer *peer,
+                         const char *task_id)
+{
+    gw__device_peers_task_created(&dev->interests, peer, task_id);
 }
 
 /* ---- shutdown ---- */

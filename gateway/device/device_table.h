@@ -128,7 +128,7 @@ struct gw_device_table {
      * MCP client); NULL: always. */
     bool (*owns)(void *arg, const char *client_id);
     void *owns_arg;
-    struct gw_list all_devices_peers; /* mcp_peers.c: peers with a level */
+    struct gw_mcp_peers peers; /* who listens to the devices' MCP servers */
     bool closing;
     void (*close_cb)(struct gw_device_table *t, void *arg);
     void *close_arg;
@@ -175,7 +175,6 @@ struct gw_device *gw_device_find(const struct gw_device_table *t,
 /* An online device by its label (codec/mcp_tools.h), or NULL. O(n). */
 struct gw_device *gw_device_find_label(const struct gw_device_table *t,
                                        const char *label);
-/* Iterate: for (d = t->by_id; d != NULL; d = d->hh.next). */
 
 /* The live session of a device, or NULL. */
 struct gw_session *gw_device_session(const struct gw_device_table *t,
@@ -259,5 +258,44 @@ gw_device_table_mcp_stats(const struct gw_device_table *t);
 
 /* The loop the table runs on. */
 uv_loop_t *gw_device_table_loop(const struct gw_device_table *t);
+
+/* ---- the devices' peers (mcp_peers.h) ---- */
+
+/*
+ * The peer leaves (its session ended): every record of it goes; a URI no
+ * peer is subscribed to any more is unsubscribed on the device, and
+ * levels are set again where the most verbose one changed. Must be
+ * called before the peer's memory goes.
+ */
+void gw_mcp_peer_leave(struct gw_device_table *t, struct gw_mcp_peer *peer);
+
+/*
+ * resources/subscribe (or unsubscribe) of uri on dev for peer. The
+ * device is asked only when the first peer subscribes to uri (the last
+ * leaves); otherwise cb gets an empty result from the loop. Refusals
+ * (the device lacks resources.subscribe, too many records) come through
+ * cb like any other end.
+ */
+void gw_mcp_subscribe(struct gw_device_table *t, struct gw_device *dev,
+                      struct gw_mcp_peer *peer, const char *uri, bool on,
+                      enum gw_mcp_origin origin, gw_mcp_reply_cb cb, void *arg,
+                      uint64_t *handle);
+
+/*
+ * logging/setLevel for peer: on one device (dev), or, for an all-devices
+ * peer, dev NULL: every online device that offers logging (the answer
+ * then comes at once, from the loop; devices that come later get it
+ * when their discovery ends). The device is asked only when its most
+ * verbose level changes.
+ */
+void gw_mcp_set_level(struct gw_device_table *t, struct gw_device *dev,
+                      struct gw_mcp_peer *peer, enum gw_mcp_log_level level,
+                      enum gw_mcp_origin origin, gw_mcp_reply_cb cb, void *arg,
+                      uint64_t *handle);
+
+/* A request of peer created task_id on dev (a CreateTaskResult came
+ * back): the task's status notifications go to peer. */
+void gw_mcp_task_created(struct gw_device *dev, struct gw_mcp_peer *peer,
+                         const char *task_id);
 
 #endif /* GW_DEVICE_TABLE_H */

@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/client_id.h"
+#include "codec/mcp_items.h"
 #include "common/log.h"
-#include "gateway/device/device_table.h"
+#include "gateway/device/mcp_catalog.h"
+#include "gateway/device/mcp_peers_int.h"
 
 enum interest_kind {
     INTEREST_SUBSCRIPTION, /* key: a resource URI */
@@ -41,11 +44,29 @@ void gw_mcp_peer_init(struct gw_mcp_peer *peer,
     gw_list_init(&peer->node);
 }
 
-void gw_mcp_interests_init(struct gw_mcp_interests *in)
+void gw__device_peers_init(
+    struct gw_mcp_peers *ps, struct gw_mcp_links *links,
+    struct gw_mcp_interests *(*find)(void *arg, const char *client_id),
+    struct gw_mcp_interests *(*next)(void *arg,
+                                     const struct gw_mcp_interests *in),
+    void *arg)
+{
+    ps->links = links;
+    gw_list_init(&ps->all_devices);
+    ps->find = find;
+    ps->next = next;
+    ps->arg = arg;
+}
+
+void gw__device_interests_init(struct gw_mcp_interests *in,
+                               struct gw_mcp_link *link,
+                               const struct gw_mcp_catalog *catalog)
 {
     gw_list_init(&in->items);
     in->count = 0;
     in->device_level = -1;
+    in->link = link;
+    in->catalog = catalog;
 }
 
 static void record_free(struct gw_mcp_interests *in, struct gw_mcp_interest *r)
@@ -56,7 +77,7 @@ static void record_free(struct gw_mcp_interests *in, struct gw_mcp_interest *r)
     free(r);
 }
 
-void gw_mcp_interests_clear(struct gw_mcp_interests *in)
+void gw__device_interests_clear(struct gw_mcp_interests *in)
 {
     struct gw_list *it, *tmp;
 
@@ -107,9 +128,9 @@ static struct gw_mcp_interest *record_add(struct gw_mcp_interests *in,
     return r;
 }
 
-static void subject_of(const struct gw_device *dev, char *out, size_t cap)
+static void subject_of(const struct gw_mcp_interests *in, char *out, size_t cap)
 {
-    snprintf(out, cap, "dev=%s mcp", dev->client_id);
+    snprintf(out, cap, "dev=%s mcp", in->link->client_id);
 }
 
 /* Requests whose answers nobody waits for (the gateway's own upkeep). */
@@ -121,23 +142,21 @@ static void on_upkeep_reply(void *arg, const struct gw_mcp_reply *reply)
 
 /* ---- logging levels ---- */
 
-/* The most verbose level any peer wants of dev, or -1 for none. */
-static int wanted_level(const struct gw_device_table *t,
-                        const struct gw_device *dev)
+/* The most verbose level any peer wants of the device, or -1 for none. */
+static int wanted_level(const struct gw_mcp_peers *ps,
+                        const struct gw_mcp_interests *in)
 {
     const struct gw_list *it;
     int level = -1;
 
-    for (it = dev->interests.items.next; it != &dev->interests.items;
-         it = it->next) {
+    for (it = in->items.next; it != &in->items; it = it->next) {
         const struct gw_mcp_interest *r =
             GW_LIST_ENTRY(it, struct gw_mcp_interest, node);
         if (r->kind == INTEREST_LEVEL && (level < 0 || r->level < level)) {
             level = r->level;
         }
     }
-    for (it = t->all_devices_peers.next; it != &t->all_devices_peers;
-         it = it->next) {
+    for (it = ps->all_devices.next; it != &ps->all_devices; it = it->next) {
         const struct gw_mcp_peer *p =
             GW_LIST_ENTRY(it, struct gw_mcp_peer, node);
         if (p->level >= 0 && (level < 0 || p->level < level)) {
@@ -148,24 +167,23 @@ static int wanted_level(const struct gw_device_table *t,
 }
 
 /*
- * Sets dev's level to what its peers want now, when that changed (a
+ * Sets the device's level to what its peers want now, when that changed (a
  * device keeps its last level when nobody wants any: MCP has no way to
  * turn logging off, and nothing it sends then reaches anyone). cb (may
  * be NULL) hears the device's answer, or an empty result from the loop
  * when nothing had to be sent.
  */
-static void apply_level(struct gw_device_table *t, struct gw_device *dev,
+static void apply_level(struct gw_mcp_peers *ps, struct gw_mcp_interests *in,
                         enum gw_mcp_origin origin, gw_mcp_reply_cb cb,
                         void *arg, uint64_t *handle)
 {
-    int level = wanted_level(t, dev);
+    int level = wanted_level(ps, in);
     cJSON *params;
 
-    if (level < 0 || level == dev->interests.device_level ||
-        !dev->catalog.known ||
-        !gw_mcp_catalog_offers(&dev->catalog, GW_MCP_CAP_LOGGING)) {
+    if (level < 0 || level == in->device_level || !in->catalog->known ||
+        !gw_mcp_catalog_offers(in->catalog, GW_MCP_CAP_LOGGING)) {
         if (cb != NULL) {
-            gw_mcp_answer(&t->links, origin, NULL, cb, arg, handle);
+            gw_mcp_answer(ps->links, origin, NULL, cb, arg, handle);
         }
         return;
     }
@@ -176,52 +194,55 @@ static void apply_level(struct gw_device_table *t, struct gw_device *dev,
         cJSON_Delete(params);
         params = NULL;
     }
-    dev->interests.device_level = level;
-    gw_mcp_request(&t->links, &dev->link, "logging/setLevel", params, 0, origin,
+    in->device_level = level;
+    gw_mcp_request(ps->links, in->link, "logging/setLevel", params, 0, origin,
                    cb != NULL ? cb : on_upkeep_reply, arg, handle);
 }
 
-void gw_mcp_set_level(struct gw_device_table *t, struct gw_device *dev,
-                      struct gw_mcp_peer *peer, enum gw_mcp_log_level level,
-                      enum gw_mcp_origin origin, gw_mcp_reply_cb cb, void *arg,
-                      uint64_t *handle)
+void gw__device_peers_set_level(struct gw_mcp_peers *ps,
+                                struct gw_mcp_interests *in,
+                                struct gw_mcp_peer *peer,
+                                enum gw_mcp_log_level level,
+                                enum gw_mcp_origin origin, gw_mcp_reply_cb cb,
+                                void *arg, uint64_t *handle)
 {
     char why[GW_CLIENT_ID_MAX + 64];
     struct gw_mcp_interest *r;
 
-    if (dev == NULL) {
+    if (in == NULL) {
         /* Every device: the answer does not wait for any of them. */
         peer->level = (int)level;
         if (!gw_list_linked(&peer->node)) {
-            gw_list_insert_tail(&t->all_devices_peers, &peer->node);
+            gw_list_insert_tail(&ps->all_devices, &peer->node);
         }
-        for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
-            apply_level(t, d, GW_MCP_FROM_GATEWAY, NULL, NULL, NULL);
+        for (struct gw_mcp_interests *d = ps->next(ps->arg, NULL); d != NULL;
+             d = ps->next(ps->arg, d)) {
+            apply_level(ps, d, GW_MCP_FROM_GATEWAY, NULL, NULL, NULL);
         }
-        gw_mcp_answer(&t->links, origin, NULL, cb, arg, handle);
+        gw_mcp_answer(ps->links, origin, NULL, cb, arg, handle);
         return;
     }
-    if (!gw_mcp_catalog_allows(&dev->catalog, dev->client_id,
+    if (!gw_mcp_catalog_allows(in->catalog, in->link->client_id,
                                "logging/setLevel", why, sizeof(why))) {
-        gw_mcp_refuse(&t->links, origin, GW_RPC_METHOD_NOT_FOUND, why, cb, arg,
+        gw_mcp_refuse(ps->links, origin, GW_RPC_METHOD_NOT_FOUND, why, cb, arg,
                       handle);
         return;
     }
-    r = record_find(&dev->interests, peer, INTEREST_LEVEL, "");
-    if (r == NULL &&
-        (r = record_add(&dev->interests, peer, INTEREST_LEVEL, "")) == NULL) {
-        gw_mcp_refuse(&t->links, origin, GW_RPC_DEVICE_BUSY,
+    r = record_find(in, peer, INTEREST_LEVEL, "");
+    if (r == NULL && (r = record_add(in, peer, INTEREST_LEVEL, "")) == NULL) {
+        gw_mcp_refuse(ps->links, origin, GW_RPC_DEVICE_BUSY,
                       "too many subscriptions and levels on this device", cb,
                       arg, handle);
         return;
     }
     r->level = (int)level;
-    apply_level(t, dev, origin, cb, arg, handle);
+    apply_level(ps, in, origin, cb, arg, handle);
 }
 
-void gw_mcp_peers_device_ready(struct gw_device_table *t, struct gw_device *dev)
+void gw__device_peers_ready(struct gw_mcp_peers *ps,
+                            struct gw_mcp_interests *in)
 {
-    apply_level(t, dev, GW_MCP_FROM_GATEWAY, NULL, NULL, NULL);
+    apply_level(ps, in, GW_MCP_FROM_GATEWAY, NULL, NULL, NULL);
 }
 
 /* ---- subscriptions ---- */
@@ -230,7 +251,7 @@ void gw_mcp_peers_device_ready(struct gw_device_table *t, struct gw_device *dev)
  * so that the next subscriber asks the device again. Freed when the
  * request ends, however it ends (an origin that went away included). */
 struct sub_wait {
-    struct gw_device_table *t;
+    struct gw_mcp_peers *ps;
     struct gw_mcp_peer *peer; /* compared only: it may have left */
     char client_id[GW_CLIENT_ID_MAX + 1];
     char uri[];
@@ -239,19 +260,18 @@ struct sub_wait {
 static void on_subscribe_end(void *arg, enum gw_mcp_outcome outcome)
 {
     struct sub_wait *w = arg;
-    struct gw_device *dev;
+    struct gw_mcp_interests *in;
     struct gw_mcp_interest *r;
 
     if (outcome != GW_MCP_OK &&
-        (dev = gw_device_find(w->t, w->client_id)) != NULL &&
-        (r = record_find(&dev->interests, w->peer, INTEREST_SUBSCRIPTION,
-                         w->uri)) != NULL) {
-        record_free(&dev->interests, r);
+        (in = w->ps->find(w->ps->arg, w->client_id)) != NULL &&
+        (r = record_find(in, w->peer, INTEREST_SUBSCRIPTION, w->uri)) != NULL) {
+        record_free(in, r);
     }
     free(w);
 }
 
-static void send_subscribe(struct gw_device_table *t, struct gw_device *dev,
+static void send_subscribe(struct gw_mcp_peers *ps, struct gw_mcp_interests *in,
                            const char *uri, bool on, struct sub_wait *w,
                            enum gw_mcp_origin origin, gw_mcp_reply_cb cb,
                            void *arg, uint64_t *handle)
@@ -264,15 +284,16 @@ static void send_subscribe(struct gw_device_table *t, struct gw_device *dev,
         cJSON_Delete(params);
         params = NULL;
     }
-    gw_mcp_request_with(&t->links, &dev->link,
+    gw_mcp_request_with(ps->links, in->link,
                         on ? "resources/subscribe" : "resources/unsubscribe",
                         params, &opts, origin, cb, arg, handle);
 }
 
-void gw_mcp_subscribe(struct gw_device_table *t, struct gw_device *dev,
-                      struct gw_mcp_peer *peer, const char *uri, bool on,
-                      enum gw_mcp_origin origin, gw_mcp_reply_cb cb, void *arg,
-                      uint64_t *handle)
+void gw__device_peers_subscribe(struct gw_mcp_peers *ps,
+                                struct gw_mcp_interests *in,
+                                struct gw_mcp_peer *peer, const char *uri,
+                                bool on, enum gw_mcp_origin origin,
+                                gw_mcp_reply_cb cb, void *arg, uint64_t *handle)
 {
     const char *method = on ? "resources/subscribe" : "resources/unsubscribe";
     char why[GW_CLIENT_ID_MAX + 64];
@@ -280,68 +301,65 @@ void gw_mcp_subscribe(struct gw_device_table *t, struct gw_device *dev,
     struct sub_wait *w;
     size_t len;
 
-    if (!gw_mcp_catalog_allows(&dev->catalog, dev->client_id, method, why,
+    if (!gw_mcp_catalog_allows(in->catalog, in->link->client_id, method, why,
                                sizeof(why))) {
-        gw_mcp_refuse(&t->links, origin, GW_RPC_METHOD_NOT_FOUND, why, cb, arg,
+        gw_mcp_refuse(ps->links, origin, GW_RPC_METHOD_NOT_FOUND, why, cb, arg,
                       handle);
         return;
     }
     if (uri == NULL || uri[0] == '\0' || (len = strlen(uri)) > GW_MCP_URI_MAX) {
-        gw_mcp_refuse(&t->links, origin, GW_RPC_INVALID_PARAMS,
+        gw_mcp_refuse(ps->links, origin, GW_RPC_INVALID_PARAMS,
                       "uri must be a non-empty string of at most 1024 bytes",
                       cb, arg, handle);
         return;
     }
-    r = record_find(&dev->interests, peer, INTEREST_SUBSCRIPTION, uri);
+    r = record_find(in, peer, INTEREST_SUBSCRIPTION, uri);
     if (!on) {
         if (r != NULL) {
-            record_free(&dev->interests, r);
-            if (record_find(&dev->interests, NULL, INTEREST_SUBSCRIPTION,
-                            uri) == NULL) {
-                send_subscribe(t, dev, uri, false, NULL, origin, cb, arg,
+            record_free(in, r);
+            if (record_find(in, NULL, INTEREST_SUBSCRIPTION, uri) == NULL) {
+                send_subscribe(ps, in, uri, false, NULL, origin, cb, arg,
                                handle);
                 return;
             }
         }
-        gw_mcp_answer(&t->links, origin, NULL, cb, arg, handle);
+        gw_mcp_answer(ps->links, origin, NULL, cb, arg, handle);
         return;
     }
     if (r != NULL) {
-        gw_mcp_answer(&t->links, origin, NULL, cb, arg, handle);
+        gw_mcp_answer(ps->links, origin, NULL, cb, arg, handle);
         return;
     }
-    bool held =
-        record_find(&dev->interests, NULL, INTEREST_SUBSCRIPTION, uri) != NULL;
-    if (record_add(&dev->interests, peer, INTEREST_SUBSCRIPTION, uri) == NULL) {
-        gw_mcp_refuse(&t->links, origin, GW_RPC_DEVICE_BUSY,
+    bool held = record_find(in, NULL, INTEREST_SUBSCRIPTION, uri) != NULL;
+    if (record_add(in, peer, INTEREST_SUBSCRIPTION, uri) == NULL) {
+        gw_mcp_refuse(ps->links, origin, GW_RPC_DEVICE_BUSY,
                       "too many subscriptions and levels on this device", cb,
                       arg, handle);
         return;
     }
     if (held) {
-        gw_mcp_answer(&t->links, origin, NULL, cb, arg, handle);
+        gw_mcp_answer(ps->links, origin, NULL, cb, arg, handle);
         return;
     }
     if ((w = calloc(1, sizeof(*w) + len + 1)) == NULL) {
-        record_free(&dev->interests, record_find(&dev->interests, peer,
-                                                 INTEREST_SUBSCRIPTION, uri));
-        gw_mcp_refuse(&t->links, origin, GW_RPC_INTERNAL_ERROR, "out of memory",
+        record_free(in, record_find(in, peer, INTEREST_SUBSCRIPTION, uri));
+        gw_mcp_refuse(ps->links, origin, GW_RPC_INTERNAL_ERROR, "out of memory",
                       cb, arg, handle);
         return;
     }
-    w->t = t;
+    w->ps = ps;
     w->peer = peer;
-    snprintf(w->client_id, sizeof(w->client_id), "%s", dev->client_id);
+    snprintf(w->client_id, sizeof(w->client_id), "%s", in->link->client_id);
     memcpy(w->uri, uri, len + 1);
-    send_subscribe(t, dev, uri, true, w, origin, cb, arg, handle);
+    send_subscribe(ps, in, uri, true, w, origin, cb, arg, handle);
 }
 
 /* ---- tasks ---- */
 
-void gw_mcp_task_created(struct gw_device *dev, struct gw_mcp_peer *peer,
-                         const char *task_id)
+void gw__device_peers_task_created(struct gw_mcp_interests *in,
+                                   struct gw_mcp_peer *peer,
+                                   const char *task_id)
 {
-    struct gw_mcp_interests *in = &dev->interests;
     struct gw_list *it;
 
     if (task_id == NULL || task_id[0] == '\0' ||
@@ -385,13 +403,12 @@ static void targets_add(struct targets *tg, struct gw_mcp_peer *peer)
     }
 }
 
-static void gather(const struct gw_device *dev, enum interest_kind kind,
+static void gather(const struct gw_mcp_interests *in, enum interest_kind kind,
                    const char *key, int msg_level, struct targets *tg)
 {
     const struct gw_list *it;
 
-    for (it = dev->interests.items.next; it != &dev->interests.items;
-         it = it->next) {
+    for (it = in->items.next; it != &in->items; it = it->next) {
         const struct gw_mcp_interest *r =
             GW_LIST_ENTRY(it, struct gw_mcp_interest, node);
         if (r->kind != kind) {
@@ -404,9 +421,10 @@ static void gather(const struct gw_device *dev, enum interest_kind kind,
     }
 }
 
-bool gw_mcp_peers_on_notification(struct gw_device_table *t,
-                                  struct gw_device *dev,
-                                  const struct gw_rpc *rpc)
+bool gw__device_peers_on_notification(struct gw_mcp_peers *ps,
+                                      struct gw_mcp_interests *in,
+                                      const struct gw_device *dev,
+                                      const struct gw_rpc *rpc)
 {
     static struct targets tg; /* one loop thread; too big for the stack */
     char subject[GW_CLIENT_ID_MAX + 16];
@@ -432,9 +450,9 @@ bool gw_mcp_peers_on_notification(struct gw_device_table *t,
     } else {
         return false;
     }
-    subject_of(dev, subject, sizeof(subject));
+    subject_of(in, subject, sizeof(subject));
     if (key == NULL) {
-        t->links.stats.refused++;
+        ps->links->stats.refused++;
         gw_log(GW_LOG_WARN, subject, "%s without a valid %s: dropped",
                rpc->method,
                kind == INTEREST_SUBSCRIPTION ? "uri"
@@ -443,10 +461,10 @@ bool gw_mcp_peers_on_notification(struct gw_device_table *t,
         return true;
     }
     tg.n = 0;
-    gather(dev, kind, key, (int)level, &tg);
+    gather(in, kind, key, (int)level, &tg);
     if (kind == INTEREST_LEVEL) {
-        for (const struct gw_list *it = t->all_devices_peers.next;
-             it != &t->all_devices_peers; it = it->next) {
+        for (const struct gw_list *it = ps->all_devices.next;
+             it != &ps->all_devices; it = it->next) {
             struct gw_mcp_peer *p = GW_LIST_ENTRY(it, struct gw_mcp_peer, node);
             if (p->level >= 0 && p->level <= (int)level) {
                 targets_add(&tg, p);
@@ -465,13 +483,13 @@ bool gw_mcp_peers_on_notification(struct gw_device_table *t,
 
 /* ---- a peer leaving ---- */
 
-static void leave_device(struct gw_device_table *t, struct gw_device *dev,
+static void leave_device(struct gw_mcp_peers *ps, struct gw_mcp_interests *in,
                          struct gw_mcp_peer *peer)
 {
     struct gw_list *it, *tmp;
     bool had_level = false;
 
-    GW_LIST_FOREACH_SAFE(it, tmp, &dev->interests.items)
+    GW_LIST_FOREACH_SAFE(it, tmp, &in->items)
     {
         struct gw_mcp_interest *r =
             GW_LIST_ENTRY(it, struct gw_mcp_interest, node);
@@ -480,25 +498,24 @@ static void leave_device(struct gw_device_table *t, struct gw_device *dev,
         }
         if (r->kind == INTEREST_SUBSCRIPTION) {
             char *uri = strdup(r->key);
-            record_free(&dev->interests, r);
+            record_free(in, r);
             if (uri != NULL &&
-                record_find(&dev->interests, NULL, INTEREST_SUBSCRIPTION,
-                            uri) == NULL) {
-                send_subscribe(t, dev, uri, false, NULL, GW_MCP_FROM_GATEWAY,
+                record_find(in, NULL, INTEREST_SUBSCRIPTION, uri) == NULL) {
+                send_subscribe(ps, in, uri, false, NULL, GW_MCP_FROM_GATEWAY,
                                on_upkeep_reply, NULL, NULL);
             }
             free(uri); /* requests answer from the loop: tmp holds */
             continue;
         }
         had_level |= r->kind == INTEREST_LEVEL;
-        record_free(&dev->interests, r);
+        record_free(in, r);
     }
     if (had_level) {
-        apply_level(t, dev, GW_MCP_FROM_GATEWAY, NULL, NULL, NULL);
+        apply_level(ps, in, GW_MCP_FROM_GATEWAY, NULL, NULL, NULL);
     }
 }
 
-void gw_mcp_peer_leave(struct gw_device_table *t, struct gw_mcp_peer *peer)
+void gw__device_peers_leave(struct gw_mcp_peers *ps, struct gw_mcp_peer *peer)
 {
     bool had_level = gw_list_linked(&peer->node);
 
@@ -506,13 +523,14 @@ void gw_mcp_peer_leave(struct gw_device_table *t, struct gw_mcp_peer *peer)
         gw_list_unlink(&peer->node);
         peer->level = -1;
     }
-    for (struct gw_device *d = t->by_id;
-         d != NULL && (peer->n_interests > 0 || had_level); d = d->hh.next) {
+    for (struct gw_mcp_interests *in = ps->next(ps->arg, NULL);
+         in != NULL && (peer->n_interests > 0 || had_level);
+         in = ps->next(ps->arg, in)) {
         if (peer->n_interests > 0) {
-            leave_device(t, d, peer);
+            leave_device(ps, in, peer);
         }
         if (had_level) {
-            apply_level(t, d, GW_MCP_FROM_GATEWAY, NULL, NULL, NULL);
+            apply_level(ps, in, GW_MCP_FROM_GATEWAY, NULL, NULL, NULL);
         }
     }
 }
