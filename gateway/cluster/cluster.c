@@ -11,6 +11,7 @@
 #include "codec/instance_record.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "gateway/cluster/cluster_int.h"
 
 #define SUBJECT          "cluster"
 #define LOAD_INTERVAL_MS 10000 /* the record's load, republished */
@@ -721,8 +722,8 @@ size_t gw_cluster_topics(const struct gw_cluster *c, const char **out,
     return GW_CLUSTER_TOPICS;
 }
 
-int gw_cluster_send(struct gw_cluster *c, const char *to, const char *leaf,
-                    const char *payload, size_t len)
+int gw__cluster_send(struct gw_cluster *c, const char *to, const char *leaf,
+                     const char *payload, size_t len)
 {
     char topic[TOPIC_MAX];
 

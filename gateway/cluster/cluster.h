@@ -112,15 +112,6 @@ void gw_cluster_on_link_state(struct gw_cluster *c, bool up);
 const char *gw_cluster_owner(const struct gw_cluster *c, const char *client_id);
 
 /*
- * Publishes payload to <prefix>/<to><leaf> (to NULL: this instance's
- * own name), QoS 0 as device messages. -ENOTCONN while the link is down,
- * GW_EINVAL in mode off; else as gw_mqtt_link_publish.
- */
-GW_MUST_CHECK int gw_cluster_send(struct gw_cluster *c, const char *to,
-                                  const char *leaf, const char *payload,
-                                  size_t len);
-
-/*
  * Whether this instance owns client_id: runs its MCP client, and (mode
  * hash) takes its new conversations.
  */

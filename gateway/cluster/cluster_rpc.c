@@ -12,6 +12,7 @@
 #include "codec/mcp_tools.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "gateway/cluster/cluster_int.h"
 
 #define SUBJECT "cluster"
 /* (from, client id, id): the key of a request served for another. */
@@ -61,7 +62,7 @@ static int send_msg(struct gw_cluster_rpc *r, const char *to, const char *leaf,
     size_t len = strlen(text);
     rc = len > GW_INSTANCE_MSG_MAX_LEN
              ? GW_ETOOBIG
-             : gw_cluster_send(r->env.cluster, to, leaf, text, len);
+             : gw__cluster_send(r->env.cluster, to, leaf, text, len);
     free(text);
     return rc;
 }
@@ -650,7 +651,7 @@ int gw_cluster_rpc_init(const struct gw_cluster_rpc_env *env,
         .cancel = remote_cancel,
         .arg = r,
     };
-    gw_device_table_links(env->devices)->remote = &r->remote;
+    gw_mcp_links_set_remote(gw_device_table_links(env->devices), &r->remote);
     *out = r;
     return 0;
 }
@@ -679,8 +680,7 @@ void gw_cluster_rpc_close(struct gw_cluster_rpc *r)
         inbound_free(r, in);
         gw_mcp_abandon(gw_device_table_links(r->env.devices), handle);
     }
-    if (gw_device_table_links(r->env.devices)->remote == &r->remote) {
-        gw_device_table_links(r->env.devices)->remote = NULL;
-    }
+    gw_mcp_links_unset_remote(gw_device_table_links(r->env.devices),
+                              &r->remote);
     free(r);
 }

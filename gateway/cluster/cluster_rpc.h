@@ -56,7 +56,7 @@ struct gw_cluster_rpc_stats {
 
 /*
  * Creates the part and puts itself between the device table's MCP links
- * and their owners (links->remote). GW_ENOMEM, GW_EINVAL.
+ * and their owners (gw_mcp_links_set_remote). GW_ENOMEM, GW_EINVAL.
  */
 GW_MUST_CHECK int gw_cluster_rpc_init(const struct gw_cluster_rpc_env *env,
                                       struct gw_cluster_rpc **out);

@@ -10,6 +10,9 @@
 #include "codec/mcp_tools.h"
 #include "common/assert.h"
 #include "common/log.h"
+#include "gateway/device/mcp_catalog_int.h"
+#include "gateway/device/mcp_discovery_int.h"
+#include "gateway/device/mcp_link_int.h"
 #include "gateway/device/mcp_peers_int.h"
 
 static const char *const state_names[GW_DEVICE_STATE_COUNT_] = {
@@ -78,7 +81,7 @@ static void record_free(struct gw_device *d)
     GW_ASSERT(d->link.n_pending == 0);
     gw_list_unlink(&d->reap_node);
     gw_tool_cache_clear(&d->tools);
-    gw_mcp_catalog_clear(&d->catalog);
+    gw__device_catalog_clear(&d->catalog);
     cJSON_Delete(d->discovery.acc);
     free(d);
 }
@@ -131,10 +134,10 @@ void gw_device_table_init(struct gw_device_table *t, uv_loop_t *loop,
     gw_list_init(&t->reap);
     uv_idle_init(loop, &t->reaper);
     t->reaper.data = t;
-    gw_mcp_links_init(&t->links, loop, pub, config);
+    gw__device_links_init(&t->links, loop, pub, config);
     gw__device_peers_init(&t->peers, &t->links, peers_find, peers_next, t);
-    gw_mcp_discoverer_init(&t->discoverer, &t->links, config, on_tools_changed,
-                           t);
+    gw__device_discoverer_init(&t->discoverer, &t->links, config,
+                               on_tools_changed, t);
 }
 
 void gw_device_table_set_listener(struct gw_device_table *t,
@@ -251,11 +254,11 @@ static struct gw_device *record_add(struct gw_device_table *t,
     d->presence.since_ms = uv_now(t->loop);
     gw_list_init(&d->reap_node);
     gw_tool_cache_init(&d->tools);
-    gw_mcp_catalog_init(&d->catalog);
+    gw__device_catalog_init(&d->catalog);
     gw__device_interests_init(&d->interests, &d->link, &d->catalog);
-    gw_mcp_link_open(&d->link, &t->links, d->client_id);
-    gw_mcp_discovery_init(&d->discovery, &t->discoverer, &d->link, &d->tools,
-                          &d->catalog);
+    gw__device_link_open(&d->link, &t->links, d->client_id);
+    gw__device_discovery_init(&d->discovery, &t->discoverer, &d->link,
+                              &d->tools, &d->catalog);
     HASH_ADD_STR(t->by_id, client_id, d);
     if (!GW_HASH_ADDED(d, hh)) {
         free(d);
@@ -279,7 +282,7 @@ static void discover_if_needed(struct gw_device *d)
     }
     if (cfg->mcp.discover && (d->discovery.state == GW_MCP_IDLE ||
                               d->discovery.state == GW_MCP_FAILED)) {
-        gw_mcp_discovery_start(&d->discovery);
+        gw__device_discovery_start(&d->discovery);
     }
 }
 
@@ -305,9 +308,9 @@ static void record_gone(struct gw_device *d, enum gw_mcp_outcome why)
     if (!t->closing) {
         uv_idle_start(&t->reaper, on_reap);
     }
-    gw_mcp_discovery_cancel(&d->discovery);
+    gw__device_discovery_cancel(&d->discovery);
     gw__device_interests_clear(&d->interests);
-    gw_mcp_link_close(&d->link, why);
+    gw__device_link_close(&d->link, why);
     changed(t, d, GW_DEVICE_CHANGED_PRESENCE); /* GONE: listeners drop it */
 }
 
@@ -514,7 +517,7 @@ int gw_device_refresh(struct gw_device_table *t, const char *client_id)
     if (d == NULL) {
         return GW_ENOENT;
     }
-    gw_mcp_discovery_start(&d->discovery);
+    gw__device_discovery_start(&d->discovery);
     return 0;
 }
 
@@ -562,12 +565,12 @@ static bool device_notification(struct gw_device_table *t, struct gw_device *d,
                m + sizeof("notifications/") - 1);
         /* Its owner reads them (a session here may hear it too). */
         if (t->owns == NULL || t->owns(t->owns_arg, d->client_id)) {
-            gw_mcp_discovery_list_changed(&d->discovery, kind);
+            gw__device_discovery_list_changed(&d->discovery, kind);
         }
         return false; /* the backend may want it too */
     }
     if (strcmp(m, "notifications/progress") == 0) {
-        if (!gw_mcp_link_on_progress(&d->link, rpc)) {
+        if (!gw__device_link_on_progress(&d->link, rpc)) {
             t->links.stats.unsolicited++;
             GW_LOG(GW_LOG_DEBUG, subject, "progress for no request: dropped");
         }
@@ -599,7 +602,7 @@ bool gw_device_on_mcp(struct gw_device_table *t, const char *client_id,
     }
     if (rpc.kind == GW_RPC_RESPONSE) {
         if (d != NULL) {
-            gw_mcp_link_on_response(&d->link, &rpc);
+            gw__device_link_on_response(&d->link, &rpc);
         } else {
             t->links.stats.unsolicited++;
             GW_LOG(GW_LOG_DEBUG, subject, "response from an unknown device");
@@ -669,7 +672,7 @@ void gw_device_table_close(struct gw_device_table *t,
     t->closing = true;
     t->close_cb = cb;
     t->close_arg = arg;
-    gw_mcp_discoverer_stop(&t->discoverer);
+    gw__device_discoverer_stop(&t->discoverer);
     while ((d = t->by_id) != NULL) {
         if (d->session != NULL) {
             /* Sessions have ended by now; a straggler lets go here. */
@@ -679,7 +682,7 @@ void gw_device_table_close(struct gw_device_table *t,
         record_gone(d, GW_MCP_CANCELLED);
     }
     offline_clear_all(t);
-    gw_mcp_links_close(&t->links);
+    gw__device_links_close(&t->links);
     uv_idle_stop(&t->reaper);
     uv_close((uv_handle_t *)&t->reaper, on_reaper_closed);
 }

@@ -6,17 +6,19 @@
 #include <stdio.h>
 #include <string.h>
 
-void gw_mcp_catalog_init(struct gw_mcp_catalog *c)
+#include "gateway/device/mcp_catalog_int.h"
+
+void gw__device_catalog_init(struct gw_mcp_catalog *c)
 {
     memset(c, 0, sizeof(*c));
 }
 
-void gw_mcp_catalog_clear(struct gw_mcp_catalog *c)
+void gw__device_catalog_clear(struct gw_mcp_catalog *c)
 {
     for (size_t i = 0; i < GW_MCP_LIST_COUNT_; i++) {
         cJSON_Delete(c->lists[i].items);
     }
-    gw_mcp_catalog_init(c);
+    gw__device_catalog_init(c);
 }
 
 void gw_mcp_catalog_set_info(struct gw_mcp_catalog *c,

@@ -37,9 +37,6 @@ struct gw_mcp_catalog {
     uint64_t serial; /* changes whenever a list changes */
 };
 
-void gw_mcp_catalog_init(struct gw_mcp_catalog *c);
-void gw_mcp_catalog_clear(struct gw_mcp_catalog *c);
-
 /* The device's initialize result was read. */
 void gw_mcp_catalog_set_info(struct gw_mcp_catalog *c,
                              const struct gw_mcp_server_info *info);

@@ -10,6 +10,8 @@
 #include "common/assert.h"
 #include "common/log.h"
 #include "gateway/core/version.h"
+#include "gateway/device/mcp_discovery_int.h"
+#include "gateway/device/mcp_link_int.h"
 
 /* Pages one discovery may read: the cap on tools normally ends it first. */
 #define DISCOVER_MAX_PAGES 64
@@ -53,10 +55,10 @@ static void subject_of(const struct gw_mcp_discovery *disc, char *out,
     snprintf(out, cap, "dev=%s mcp", disc->link->client_id);
 }
 
-void gw_mcp_discoverer_init(struct gw_mcp_discoverer *d,
-                            struct gw_mcp_links *links,
-                            const struct gw_config_live *config,
-                            gw_mcp_tools_changed_cb on_changed, void *arg)
+void gw__device_discoverer_init(struct gw_mcp_discoverer *d,
+                                struct gw_mcp_links *links,
+                                const struct gw_config_live *config,
+                                gw_mcp_tools_changed_cb on_changed, void *arg)
 {
     memset(d, 0, sizeof(*d));
     d->links = links;
@@ -66,11 +68,11 @@ void gw_mcp_discoverer_init(struct gw_mcp_discoverer *d,
     d->on_changed_arg = arg;
 }
 
-void gw_mcp_discovery_init(struct gw_mcp_discovery *disc,
-                           struct gw_mcp_discoverer *owner,
-                           struct gw_mcp_link *link,
-                           struct gw_tool_cache *cache,
-                           struct gw_mcp_catalog *catalog)
+void gw__device_discovery_init(struct gw_mcp_discovery *disc,
+                               struct gw_mcp_discoverer *owner,
+                               struct gw_mcp_link *link,
+                               struct gw_tool_cache *cache,
+                               struct gw_mcp_catalog *catalog)
 {
     memset(disc, 0, sizeof(*disc));
     disc->owner = owner;
@@ -118,7 +120,7 @@ static void run_end(struct gw_mcp_discovery *disc, enum gw_mcp_state state)
     bool again = disc->again;
     disc->again = false;
     if (state == GW_MCP_READY && again && disc->link->open) {
-        gw_mcp_discovery_start(disc);
+        gw__device_discovery_start(disc);
     }
     while (!gw_list_empty(&d->queue) &&
            d->running < (unsigned)config_of(disc)->mcp.discover_concurrency) {
@@ -319,7 +321,7 @@ static void on_init_reply(void *arg, const struct gw_mcp_reply *reply)
         info.caps = GW_MCP_CAP_TOOLS;
     }
     gw_mcp_catalog_set_info(disc->catalog, &info);
-    (void)gw_mcp_link_notify(disc->link, "notifications/initialized", NULL);
+    (void)gw__device_link_notify(disc->link, "notifications/initialized", NULL);
     disc->state = GW_MCP_LISTING;
     next_list(disc, KIND_TOOLS);
 }
@@ -375,7 +377,7 @@ static void run(struct gw_mcp_discovery *disc)
                    GW_MCP_FROM_GATEWAY, on_init_reply, disc, NULL);
 }
 
-void gw_mcp_discovery_start(struct gw_mcp_discovery *disc)
+void gw__device_discovery_start(struct gw_mcp_discovery *disc)
 {
     struct gw_mcp_discoverer *d = disc->owner;
 
@@ -397,7 +399,7 @@ void gw_mcp_discovery_start(struct gw_mcp_discovery *disc)
     run(disc);
 }
 
-void gw_mcp_discovery_list_changed(struct gw_mcp_discovery *disc, int kind)
+void gw__device_discovery_list_changed(struct gw_mcp_discovery *disc, int kind)
 {
     /* Nothing of that list asked yet: the run in progress reads it new.
      * A device sending several list_changed at once costs one run. */
@@ -406,17 +408,17 @@ void gw_mcp_discovery_list_changed(struct gw_mcp_discovery *disc, int kind)
          (disc->state == GW_MCP_LISTING && disc->kind < kind))) {
         return;
     }
-    gw_mcp_discovery_start(disc);
+    gw__device_discovery_start(disc);
 }
 
-void gw_mcp_discovery_cancel(struct gw_mcp_discovery *disc)
+void gw__device_discovery_cancel(struct gw_mcp_discovery *disc)
 {
     gw_list_unlink(&disc->queue_node);
     disc->again = false;
     /* A run in flight ends through its requests when the link closes. */
 }
 
-void gw_mcp_discoverer_stop(struct gw_mcp_discoverer *d)
+void gw__device_discoverer_stop(struct gw_mcp_discoverer *d)
 {
     struct gw_list *it, *tmp;
 

@@ -73,31 +73,4 @@ struct gw_mcp_discoverer {
     void *on_changed_arg;
 };
 
-void gw_mcp_discoverer_init(struct gw_mcp_discoverer *d,
-                            struct gw_mcp_links *links,
-                            const struct gw_config_live *config,
-                            gw_mcp_tools_changed_cb on_changed, void *arg);
-/* Shutdown: the line is emptied and nothing new starts. Runs in flight
- * end when their links close. */
-void gw_mcp_discoverer_stop(struct gw_mcp_discoverer *d);
-
-void gw_mcp_discovery_init(struct gw_mcp_discovery *disc,
-                           struct gw_mcp_discoverer *owner,
-                           struct gw_mcp_link *link,
-                           struct gw_tool_cache *cache,
-                           struct gw_mcp_catalog *catalog);
-/* Starts a run now, or in line; a run in progress is repeated once it
- * ends (the list changed under it). Nothing happens once stopping. */
-void gw_mcp_discovery_start(struct gw_mcp_discovery *disc);
-/*
- * The device says a list changed (kind: -1 for tools, else the first
- * catalog kind it affects): a run that has not asked for that list yet
- * will read it as it now is; otherwise the list is read again, as
- * gw_mcp_discovery_start does.
- */
-void gw_mcp_discovery_list_changed(struct gw_mcp_discovery *disc, int kind);
-/* The device left: out of the line; a run in progress ends with its
- * link's requests. Must be called before the link closes. */
-void gw_mcp_discovery_cancel(struct gw_mcp_discovery *disc);
-
 #endif /* GW_MCP_DISCOVERY_H */

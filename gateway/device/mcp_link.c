@@ -15,6 +15,8 @@
 #include "codec/mcp_items.h"
 #include "common/assert.h"
 #include "common/log.h"
+#include "gateway/device/mcp_link_int.h"
+#include "gateway/device/publish_int.h"
 
 struct gw_mcp_request {
     UT_hash_handle hh;        /* in link->pending, by dev_id */
@@ -74,9 +76,9 @@ static void subject_of(const struct gw_mcp_link *link, char *out, size_t cap)
 
 /* ---- the links ---- */
 
-void gw_mcp_links_init(struct gw_mcp_links *links, uv_loop_t *loop,
-                       struct gw_publisher *pub,
-                       const struct gw_config_live *config)
+void gw__device_links_init(struct gw_mcp_links *links, uv_loop_t *loop,
+                           struct gw_publisher *pub,
+                           const struct gw_config_live *config)
 {
     memset(links, 0, sizeof(*links));
     links->loop = loop;
@@ -84,8 +86,22 @@ void gw_mcp_links_init(struct gw_mcp_links *links, uv_loop_t *loop,
     links->config = config;
 }
 
-void gw_mcp_link_open(struct gw_mcp_link *link, struct gw_mcp_links *links,
-                      const char *client_id)
+void gw_mcp_links_set_remote(struct gw_mcp_links *links,
+                             const struct gw_mcp_remote *remote)
+{
+    links->remote = remote;
+}
+
+void gw_mcp_links_unset_remote(struct gw_mcp_links *links,
+                               const struct gw_mcp_remote *remote)
+{
+    if (links->remote == remote) {
+        links->remote = NULL;
+    }
+}
+
+void gw__device_link_open(struct gw_mcp_link *link, struct gw_mcp_links *links,
+                          const char *client_id)
 {
     memset(link, 0, sizeof(*link));
     link->links = links;
@@ -104,12 +120,12 @@ void gw_mcp_link_open(struct gw_mcp_link *link, struct gw_mcp_links *links,
 
 static int publish_rpc(struct gw_mcp_link *link, const cJSON *msg)
 {
-    return gw_publish_mcp(link->links->pub, link->client_id, link->session_id,
-                          msg);
+    return gw__device_publish_mcp(link->links->pub, link->client_id,
+                                  link->session_id, msg);
 }
 
-int gw_mcp_link_notify(struct gw_mcp_link *link, const char *method,
-                       cJSON *params)
+int gw__device_link_notify(struct gw_mcp_link *link, const char *method,
+                           cJSON *params)
 {
     cJSON *n = gw_rpc_notification(method, params);
     int rc;
@@ -133,7 +149,7 @@ static void send_cancelled(struct gw_mcp_link *link, uint32_t id,
         cJSON_Delete(params);
         return;
     }
-    (void)gw_mcp_link_notify(link, "notifications/cancelled", params);
+    (void)gw__device_link_notify(link, "notifications/cancelled", params);
 }
 
 /* ---- ending a request ---- */
@@ -693,7 +709,7 @@ void gw_mcp_abandon(struct gw_mcp_links *links, uint64_t handle)
     }
 }
 
-void gw_mcp_link_close(struct gw_mcp_link *link, enum gw_mcp_outcome why)
+void gw__device_link_close(struct gw_mcp_link *link, enum gw_mcp_outcome why)
 {
     link->open = false;
     /* Closed first: no queued call goes out while the others end. Always
@@ -710,7 +726,7 @@ void gw_mcp_link_close(struct gw_mcp_link *link, enum gw_mcp_outcome why)
     GW_ASSERT(link->call_in_flight == NULL);
 }
 
-void gw_mcp_links_close(struct gw_mcp_links *links)
+void gw__device_links_close(struct gw_mcp_links *links)
 {
     links->closed = true;
     /* Refusals waiting on a zero timer belong to no link. */
@@ -721,7 +737,8 @@ void gw_mcp_links_close(struct gw_mcp_links *links)
 
 /* ---- from the device ---- */
 
-void gw_mcp_link_on_response(struct gw_mcp_link *link, const struct gw_rpc *rpc)
+void gw__device_link_on_response(struct gw_mcp_link *link,
+                                 const struct gw_rpc *rpc)
 {
     struct gw_mcp_request *p = NULL;
     uint32_t id;
@@ -761,7 +778,8 @@ static void tell_progress(struct gw_mcp_request *p, const cJSON *in)
     cJSON_Delete(params);
 }
 
-bool gw_mcp_link_on_progress(struct gw_mcp_link *link, const struct gw_rpc *rpc)
+bool gw__device_link_on_progress(struct gw_mcp_link *link,
+                                 const struct gw_rpc *rpc)
 {
     const cJSON *tok =
         cJSON_GetObjectItemCaseSensitive(rpc->params, "progressToken");

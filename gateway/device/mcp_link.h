@@ -139,26 +139,13 @@ struct gw_mcp_link {
     size_t n_carried;
 };
 
-void gw_mcp_links_init(struct gw_mcp_links *links, uv_loop_t *loop,
-                       struct gw_publisher *pub,
-                       const struct gw_config_live *config);
-/*
- * Shutdown: every request still waiting ends with GW_MCP_CANCELLED (its
- * callback runs from here) and every later request is refused the same
- * way. Links must have been closed first (gw_mcp_link_close).
- */
-void gw_mcp_links_close(struct gw_mcp_links *links);
-
-/* Opens a device's link: ids start at a random point, so answers meant
- * for a previous instance of the gateway match nothing. */
-void gw_mcp_link_open(struct gw_mcp_link *link, struct gw_mcp_links *links,
-                      const char *client_id);
-/*
- * The device left (GW_MCP_OFFLINE) or the gateway stops
- * (GW_MCP_CANCELLED): every request of the link ends now, with why; the
- * link refuses new ones until opened again. Callbacks run from here.
- */
-void gw_mcp_link_close(struct gw_mcp_link *link, enum gw_mcp_outcome why);
+/* Who carries requests for devices other instances own
+ * (gateway/cluster/cluster_rpc.c); NULL: every device is ours. */
+void gw_mcp_links_set_remote(struct gw_mcp_links *links,
+                             const struct gw_mcp_remote *remote);
+/* remote stops carrying, unless another has taken its place since. */
+void gw_mcp_links_unset_remote(struct gw_mcp_links *links,
+                               const struct gw_mcp_remote *remote);
 
 /*
  * Sends method/params (params moved; NULL for none) to the device on
@@ -232,13 +219,6 @@ void gw_mcp_refuse(struct gw_mcp_links *links, enum gw_mcp_origin origin,
 void gw_mcp_abandon(struct gw_mcp_links *links, uint64_t handle);
 
 /*
- * A response from the device (rpc classified as GW_RPC_RESPONSE): ends
- * the request it answers, or is dropped and counted when nobody waits.
- */
-void gw_mcp_link_on_response(struct gw_mcp_link *link,
-                             const struct gw_rpc *rpc);
-
-/*
  * The end of a carried request (id: this link's), as its owner said:
  * outcome and result or error (not moved). Dropped and counted when
  * nobody waits.
@@ -257,14 +237,6 @@ bool gw_mcp_outcome_parse(const char *name, enum gw_mcp_outcome *out);
 bool gw_mcp_origin_parse(const char *name, enum gw_mcp_origin *out);
 
 /*
- * A device notifications/progress: true (consumed) when its token is the
- * id of a request of the link that asked for progress; the origin hears
- * it under its own token.
- */
-bool gw_mcp_link_on_progress(struct gw_mcp_link *link,
-                             const struct gw_rpc *rpc);
-
-/*
  * Answers a request the device sent (id: the device's, copied): result
  * or error (moved; exactly one non-NULL; error a {code,message} object).
  */
@@ -274,9 +246,5 @@ int gw_mcp_link_respond(struct gw_mcp_link *link, const cJSON *id,
 /* Answers a request the device sent with the gateway's own error. */
 int gw_mcp_link_respond_error(struct gw_mcp_link *link, const cJSON *id,
                               int code, const char *message);
-
-/* Sends a notification (params moved) to the device; nothing waits. */
-int gw_mcp_link_notify(struct gw_mcp_link *link, const char *method,
-                       cJSON *params);
 
 #endif /* GW_MCP_LINK_H */

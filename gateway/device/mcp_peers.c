@@ -2,7 +2,8 @@
  * A device's peers and what each asked of it; see mcp_peers.h. Records
  * live on the device (a list, at most GW_MCP_INTERESTS_MAX), so a device
  * leaving takes them all at once; a peer leaving looks for its records
- * only when it has some (n_interests).
+ * only when it has some (n_interests). The device table hands over what
+ * is needed (mcp_peers_int.h): nothing here knows its records.
  */
 #include "gateway/device/mcp_peers.h"
 

@@ -11,6 +11,7 @@
 #include "codec/presence.h"
 #include "codec/topic.h"
 #include "common/log.h"
+#include "gateway/device/publish_int.h"
 
 #define TOPIC_MAX 512
 
@@ -259,8 +260,8 @@ void gw_publish_goodbye(struct gw_publisher *pub, const char *client_id,
     }
 }
 
-int gw_publish_mcp(struct gw_publisher *pub, const char *client_id,
-                   const char *session_id, const cJSON *msg)
+int gw__device_publish_mcp(struct gw_publisher *pub, const char *client_id,
+                           const char *session_id, const cJSON *msg)
 {
     char *text = gw_envelope_print_mcp(session_id, msg);
     size_t len;

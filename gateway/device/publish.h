@@ -67,11 +67,6 @@ bool gw_publish_waiting(const struct gw_publisher *pub, const char *client_id);
 void gw_publish_goodbye(struct gw_publisher *pub, const char *client_id,
                         const char *session_id);
 
-/* {"session_id":..,"type":"mcp","payload":msg}; GW_ETOOBIG past what
- * the firmware accepts in one message. */
-int gw_publish_mcp(struct gw_publisher *pub, const char *client_id,
-                   const char *session_id, const cJSON *msg);
-
 /* The broker link came up or went down (after the dispatcher heard it):
  * up sends what waits, unless devices must be seen online first. */
 void gw_publish_link_state(struct gw_publisher *pub, bool up);
