@@ -1,6 +1,7 @@
 /*
  * JSON envelopes: strict framing around cJSON (which neither checks UTF-8
- * nor refuses raw control characters) and the goodbye builder.
+ * nor refuses raw control characters), member lookup that refuses a
+ * repeated member, and the goodbye builder.
  */
 #include "codec/envelope.h"
 
@@ -91,16 +92,18 @@ static bool is_json_space(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* Finds the only member called name; GW_EPROTO if it is there twice. */
-static int unique_member(const cJSON *root, const char *name, cJSON **out)
+int gw_json_unique_member(const cJSON *obj, const char *key, const cJSON **out)
 {
+    const cJSON *child;
+
     *out = NULL;
-    for (cJSON *it = root->child; it != NULL; it = it->next) {
-        if (it->string != NULL && strcmp(it->string, name) == 0) {
+    cJSON_ArrayForEach(child, obj)
+    {
+        if (child->string != NULL && strcmp(child->string, key) == 0) {
             if (*out != NULL) {
                 return GW_EPROTO;
             }
-            *out = it;
+            *out = child;
         }
     }
     return 0;
@@ -109,11 +112,11 @@ static int unique_member(const cJSON *root, const char *name, cJSON **out)
 /* Fills type, session_id and kind from a parsed object. */
 static int read_header(struct gw_envelope *env)
 {
-    cJSON *type, *sid;
+    const cJSON *type, *sid;
     int err;
 
-    if ((err = unique_member(env->root, "type", &type)) != 0 ||
-        (err = unique_member(env->root, "session_id", &sid)) != 0) {
+    if ((err = gw_json_unique_member(env->root, "type", &type)) != 0 ||
+        (err = gw_json_unique_member(env->root, "session_id", &sid)) != 0) {
         return err;
     }
     if (!cJSON_IsString(type) || type->valuestring[0] == '\0') {

@@ -1,7 +1,8 @@
 /*
  * JSON envelopes of the control channel (docs/protocol.md section 5): bounded,
  * strict parsing of one message, its type and session_id, the goodbye the
- * gateway builds, and re-serialisation with the current session_id.
+ * gateway builds, and re-serialisation with the current session_id; the
+ * strict object parse and member lookup the other JSON codecs share.
  */
 #ifndef GW_CODEC_ENVELOPE_H
 #define GW_CODEC_ENVELOPE_H
@@ -65,6 +66,14 @@ struct gw_envelope {
  */
 GW_MUST_CHECK int gw_json_object_parse(const char *buf, size_t len,
                                        size_t max_len, cJSON **out);
+
+/*
+ * The only member named key in obj, NULL when absent. GW_EPROTO when it
+ * is repeated: cJSON keeps both and other readers may take the last, so
+ * a repeated member means two things at once.
+ */
+GW_MUST_CHECK int gw_json_unique_member(const cJSON *obj, const char *key,
+                                        const cJSON **out);
 
 /*
  * Parses one message from buf[0..len) (no NUL needed). Order of checks:

@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#include "codec/envelope.h"
+
 /* Each sub-capability and the bit it cannot be offered without. */
 static const struct {
     unsigned bit, parent;
@@ -54,28 +56,6 @@ static const struct {
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-/*
- * The only member named key in obj, NULL when absent. GW_EPROTO when it
- * is repeated: cJSON keeps both and other readers may take the last, so
- * a repeated capability means two things at once.
- */
-static int unique_member(const cJSON *obj, const char *key, const cJSON **out)
-{
-    const cJSON *child;
-
-    *out = NULL;
-    cJSON_ArrayForEach(child, obj)
-    {
-        if (child->string != NULL && strcmp(child->string, key) == 0) {
-            if (*out != NULL) {
-                return GW_EPROTO;
-            }
-            *out = child;
-        }
-    }
-    return 0;
-}
-
 unsigned gw_mcp_caps_normalize(unsigned caps)
 {
     caps &= GW_MCP_CAPS_ALL;
@@ -92,7 +72,7 @@ static int flag(const cJSON *obj, const char *key, unsigned bit, unsigned *caps)
 {
     const cJSON *m;
 
-    if (unique_member(obj, key, &m) != 0) {
+    if (gw_json_unique_member(obj, key, &m) != 0) {
         return GW_EPROTO;
     }
     if (cJSON_IsTrue(m)) {
@@ -109,7 +89,7 @@ static const cJSON *object_member(const cJSON *obj, const char *key, int *err)
     if (!cJSON_IsObject(obj)) {
         return NULL;
     }
-    if (unique_member(obj, key, &m) != 0) {
+    if (gw_json_unique_member(obj, key, &m) != 0) {
         *err = GW_EPROTO;
         return NULL;
     }
@@ -210,9 +190,9 @@ int gw_mcp_server_info_parse(const cJSON *result,
     }
     memset(out, 0, sizeof(*out));
     if (!cJSON_IsObject(result) ||
-        unique_member(result, "capabilities", &caps) != 0 ||
-        unique_member(result, "protocolVersion", &version) != 0 ||
-        unique_member(result, "serverInfo", &info) != 0) {
+        gw_json_unique_member(result, "capabilities", &caps) != 0 ||
+        gw_json_unique_member(result, "protocolVersion", &version) != 0 ||
+        gw_json_unique_member(result, "serverInfo", &info) != 0) {
         return GW_EPROTO;
     }
     if (caps != NULL &&

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/envelope.h"
+
 static const struct {
     const char *method, *member, *key;
 } lists[] = {
@@ -35,27 +37,6 @@ const char *gw_mcp_list_member(enum gw_mcp_list_kind kind)
 const char *gw_mcp_list_key(enum gw_mcp_list_kind kind)
 {
     return (unsigned)kind < GW_MCP_LIST_COUNT_ ? lists[kind].key : NULL;
-}
-
-/*
- * The only member named key in obj, NULL when absent. GW_EPROTO when it
- * is repeated: cJSON keeps both and other readers may take the last.
- */
-static int unique_member(const cJSON *obj, const char *key, const cJSON **out)
-{
-    const cJSON *child;
-
-    *out = NULL;
-    cJSON_ArrayForEach(child, obj)
-    {
-        if (child->string != NULL && strcmp(child->string, key) == 0) {
-            if (*out != NULL) {
-                return GW_EPROTO;
-            }
-            *out = child;
-        }
-    }
-    return 0;
 }
 
 /* strlen that stops looking past max: longer strings are refused anyway,
@@ -92,7 +73,8 @@ static bool optional_string(const cJSON *obj, const char *key)
 {
     const cJSON *m;
 
-    return unique_member(obj, key, &m) == 0 && (m == NULL || is_string(m));
+    return gw_json_unique_member(obj, key, &m) == 0 &&
+           (m == NULL || is_string(m));
 }
 
 /* A prompt's arguments: an array of objects, each with a non-empty name. */
@@ -105,7 +87,8 @@ static bool arguments_valid(const cJSON *args)
     }
     cJSON_ArrayForEach(arg, args)
     {
-        if (!cJSON_IsObject(arg) || unique_member(arg, "name", &name) != 0 ||
+        if (!cJSON_IsObject(arg) ||
+            gw_json_unique_member(arg, "name", &name) != 0 ||
             !is_string(name) || name->valuestring[0] == '\0') {
             return false;
         }
@@ -118,14 +101,14 @@ static bool item_valid(enum gw_mcp_list_kind kind, const cJSON *item)
     const cJSON *key, *name, *args;
 
     if (!cJSON_IsObject(item) ||
-        unique_member(item, lists[kind].key, &key) != 0 || !key_valid(key) ||
-        unique_member(item, "name", &name) != 0 || !is_string(name) ||
-        !optional_string(item, "description") ||
+        gw_json_unique_member(item, lists[kind].key, &key) != 0 ||
+        !key_valid(key) || gw_json_unique_member(item, "name", &name) != 0 ||
+        !is_string(name) || !optional_string(item, "description") ||
         !optional_string(item, "mimeType") || !optional_string(item, "title")) {
         return false;
     }
     if (kind == GW_MCP_LIST_PROMPTS) {
-        if (unique_member(item, "arguments", &args) != 0 ||
+        if (gw_json_unique_member(item, "arguments", &args) != 0 ||
             (args != NULL && !arguments_valid(args))) {
             return false;
         }
@@ -159,8 +142,8 @@ int gw_mcp_list_page_parse(enum gw_mcp_list_kind kind, const cJSON *result,
         return GW_EINVAL;
     }
     if (!cJSON_IsObject(result) ||
-        unique_member(result, lists[kind].member, &list) != 0 ||
-        unique_member(result, "nextCursor", &cursor) != 0 ||
+        gw_json_unique_member(result, lists[kind].member, &list) != 0 ||
+        gw_json_unique_member(result, "nextCursor", &cursor) != 0 ||
         !cJSON_IsArray(list) || cursor_check(cursor, &page_next) != 0) {
         return GW_EPROTO;
     }
@@ -511,9 +494,9 @@ static const char *content_check(const cJSON *c, size_t *len)
     if (!cJSON_IsObject(c)) {
         return "not an object";
     }
-    if (unique_member(c, "uri", &uri) != 0 ||
-        unique_member(c, "text", &text) != 0 ||
-        unique_member(c, "blob", &blob) != 0) {
+    if (gw_json_unique_member(c, "uri", &uri) != 0 ||
+        gw_json_unique_member(c, "text", &text) != 0 ||
+        gw_json_unique_member(c, "blob", &blob) != 0) {
         return "a repeated member";
     }
     if (!key_valid(uri)) {
@@ -556,7 +539,7 @@ int gw_mcp_contents_check(const cJSON *result, size_t max_bytes, size_t *total,
         why[0] = '\0';
     }
     if (!cJSON_IsObject(result) ||
-        unique_member(result, "contents", &contents) != 0 ||
+        gw_json_unique_member(result, "contents", &contents) != 0 ||
         !cJSON_IsArray(contents)) {
         if (why != NULL && cap > 0) {
             snprintf(why, cap, "%s: no contents array", invalid_contents);

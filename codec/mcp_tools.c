@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "codec/client_id.h"
+#include "codec/envelope.h"
 
 /* Lengths inside a label: "<12 hex>-<8 hex>". */
 #define LABEL_MAC_LEN  12
@@ -17,36 +18,16 @@
 /* Stands in for the MAC of a client id that has none. */
 static const char no_mac[] = "device000000";
 
-/*
- * The only member named key in obj, NULL when absent. GW_EPROTO when it
- * is repeated: cJSON keeps both and other readers may take the last.
- */
-static int unique_member(const cJSON *obj, const char *key, const cJSON **out)
-{
-    const cJSON *child;
-
-    *out = NULL;
-    cJSON_ArrayForEach(child, obj)
-    {
-        if (child->string != NULL && strcmp(child->string, key) == 0) {
-            if (*out != NULL) {
-                return GW_EPROTO;
-            }
-            *out = child;
-        }
-    }
-    return 0;
-}
-
 /* One tool: an object with a non-empty name, and an object inputSchema
  * and a string description when they are there. */
 static int tool_check(const cJSON *tool)
 {
     const cJSON *name, *schema, *description;
 
-    if (!cJSON_IsObject(tool) || unique_member(tool, "name", &name) != 0 ||
-        unique_member(tool, "inputSchema", &schema) != 0 ||
-        unique_member(tool, "description", &description) != 0) {
+    if (!cJSON_IsObject(tool) ||
+        gw_json_unique_member(tool, "name", &name) != 0 ||
+        gw_json_unique_member(tool, "inputSchema", &schema) != 0 ||
+        gw_json_unique_member(tool, "description", &description) != 0) {
         return GW_EPROTO;
     }
     if (!cJSON_IsString(name) || name->valuestring == NULL ||
@@ -86,8 +67,9 @@ int gw_mcp_tools_page_parse(const cJSON *result, cJSON *tools,
     if (!cJSON_IsArray(tools) || next == NULL) {
         return GW_EINVAL;
     }
-    if (!cJSON_IsObject(result) || unique_member(result, "tools", &list) != 0 ||
-        unique_member(result, "nextCursor", &cursor) != 0 ||
+    if (!cJSON_IsObject(result) ||
+        gw_json_unique_member(result, "tools", &list) != 0 ||
+        gw_json_unique_member(result, "nextCursor", &cursor) != 0 ||
         !cJSON_IsArray(list) || cursor_check(cursor, &page_next) != 0) {
         return GW_EPROTO;
     }

@@ -1,7 +1,8 @@
 /*
- * The config schema: every key of docs/architecture.md section 5 declared once,
- * with its type, target member, default, range, reload policy and validator.
- * The loader, the reload diff and the dump all walk these tables.
+ * The config schema: every key of docs/architecture.md section 5 declared once
+ * (config_schema.c), with its type, target member, default, range, reload
+ * policy and validator (config_checks.c). The loader, the reload diff and
+ * the dump all walk these tables (config_walk.c).
  */
 #ifndef GW_CONFIG_SCHEMA_H
 #define GW_CONFIG_SCHEMA_H

@@ -80,7 +80,7 @@ int gw_udp_peer_start(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
     peer->ua = ua;
     peer->owner = owner;
     peer->ssrc = ssrc;
-    gw_udp_uplink_reset(peer, frame_duration_ms, uv_now(ua->loop));
+    gw__udp_uplink_reset(peer, frame_duration_ms, uv_now(ua->loop));
     err = gw_ssrc_table_add(&ua->peers, ssrc, peer);
     if (err < 0) { /* GW_EINVAL for ssrc 0, or the table could not grow */
         release_peer(peer);
@@ -95,7 +95,7 @@ void gw_udp_peer_stop(struct gw_udp_peer *peer)
         return;
     }
     (void)gw_ssrc_table_remove(&peer->ua->peers, peer->ssrc);
-    gw_udp_pace_remove(peer);
+    gw__udp_pace_remove(peer);
     release_peer(peer);
 }
 
@@ -129,7 +129,7 @@ uint64_t gw_udp_peer_idle_ms(const struct gw_udp_peer *peer)
 
 /* ---- the instance ---- */
 
-void gw_udp_on_handle_closed(uv_handle_t *handle)
+void gw__udp_on_handle_closed(uv_handle_t *handle)
 {
     struct gw_udp_audio *ua = handle->data;
 
@@ -177,7 +177,7 @@ static int start_socket(struct gw_udp_audio *ua, const union gw_udp_addr *addr)
     (void)uv_recv_buffer_size((uv_handle_t *)&ua->sock, &size);
     size = TX_SOCKBUF;
     (void)uv_send_buffer_size((uv_handle_t *)&ua->sock, &size);
-    return gw_udp_uplink_start(ua);
+    return gw__udp_uplink_start(ua);
 }
 
 int gw_udp_audio_init(uv_loop_t *loop, const struct gw_udp_audio_options *opts,
@@ -259,10 +259,10 @@ void gw_udp_audio_close(struct gw_udp_audio *ua, gw_udp_close_cb cb, void *arg)
     }
     gw_ssrc_table_free(&ua->peers);
     ua->pace_head = NULL;
-    gw_udp_uplink_stop(ua); /* before the socket, whose fd it watches */
+    gw__udp_uplink_stop(ua); /* before the socket, whose fd it watches */
     uv_timer_stop(&ua->pace_timer);
-    uv_close((uv_handle_t *)&ua->sock, gw_udp_on_handle_closed);
-    uv_close((uv_handle_t *)&ua->pace_timer, gw_udp_on_handle_closed);
+    uv_close((uv_handle_t *)&ua->sock, gw__udp_on_handle_closed);
+    uv_close((uv_handle_t *)&ua->pace_timer, gw__udp_on_handle_closed);
 }
 
 int gw_udp_audio_port(const struct gw_udp_audio *ua)

@@ -74,7 +74,7 @@ struct gw_udp_audio {
     uint32_t queue_bytes;          /* ring size of each peer */
     int port;                      /* bound port */
     struct gw_udp_audio_stats stats;
-    struct gw_bucket log_bucket;      /* drop lines (gw_udp_note_drop) */
+    struct gw_bucket log_bucket;      /* drop lines (gw__udp_note_drop) */
     uint8_t tx[MAX_DATAGRAM];         /* downlink sent without queueing */
     struct mmsghdr rx_msgs[RX_BATCH]; /* one batch of uplink ... */
     struct iovec rx_iov[RX_BATCH];
@@ -84,7 +84,7 @@ struct gw_udp_audio {
     _Alignas(16) uint8_t rx[RX_BATCH][RX_HEAD + RX_SLOT];
 };
 
-/* What one uplink datagram comes to (gw_udp_uplink_judge). */
+/* What one uplink datagram comes to (gw__udp_uplink_judge). */
 struct gw_udp_verdict {
     enum gw_udp_drop reason;  /* why it is dropped, when it is */
     struct gw_udp_peer *peer; /* the session its ssrc names, or NULL */
@@ -103,34 +103,34 @@ struct gw_udp_verdict {
  * else: counting, logging, waking the downlink and handing the audio on
  * are the caller's. Returns true to accept; else v->reason says why.
  */
-bool gw_udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
-                         size_t len, const struct sockaddr *from, uint64_t now,
-                         struct gw_udp_verdict *v);
+bool gw__udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
+                          size_t len, const struct sockaddr *from, uint64_t now,
+                          struct gw_udp_verdict *v);
 
 /*
  * Resets a peer's uplink state for a new hello at loop time now:
  * sequences, window, frame duration (0 if unknown), idle clock.
  */
-void gw_udp_uplink_reset(struct gw_udp_peer *peer, int frame_duration_ms,
-                         uint64_t now);
+void gw__udp_uplink_reset(struct gw_udp_peer *peer, int frame_duration_ms,
+                          uint64_t now);
 
 /* Counts a drop and logs it, rate-limited, at debug level (udp_uplink.c). */
-void gw_udp_note_drop(struct gw_udp_audio *ua, enum gw_udp_drop reason,
-                      const struct sockaddr *from);
+void gw__udp_note_drop(struct gw_udp_audio *ua, enum gw_udp_drop reason,
+                       const struct sockaddr *from);
 
 /* Starts reading the bound socket in batches (udp_uplink.c). */
-int gw_udp_uplink_start(struct gw_udp_audio *ua);
+int gw__udp_uplink_start(struct gw_udp_audio *ua);
 
 /* Closes the reading handles (before the socket): udp_uplink.c. */
-void gw_udp_uplink_stop(struct gw_udp_audio *ua);
+void gw__udp_uplink_stop(struct gw_udp_audio *ua);
 
 /* Every handle's close callback; the last frees ua (udp_audio.c). */
-void gw_udp_on_handle_closed(uv_handle_t *handle);
+void gw__udp_on_handle_closed(uv_handle_t *handle);
 
 /* Puts a peer with queued downlink on the pacing list (udp_downlink.c). */
-void gw_udp_pace_add(struct gw_udp_peer *peer);
+void gw__udp_pace_add(struct gw_udp_peer *peer);
 
 /* Takes a peer off the pacing list, if it is on it (udp_downlink.c). */
-void gw_udp_pace_remove(struct gw_udp_peer *peer);
+void gw__udp_pace_remove(struct gw_udp_peer *peer);
 
 #endif /* GW_UDP_AUDIO_INT_H */

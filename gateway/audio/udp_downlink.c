@@ -140,7 +140,7 @@ static void queue_pop(struct gw_udp_queue *q, const struct record *r)
 
 static void on_pace(uv_timer_t *timer);
 
-void gw_udp_pace_add(struct gw_udp_peer *peer)
+void gw__udp_pace_add(struct gw_udp_peer *peer)
 {
     struct gw_udp_audio *ua = peer->ua;
 
@@ -154,7 +154,7 @@ void gw_udp_pace_add(struct gw_udp_peer *peer)
     }
 }
 
-void gw_udp_pace_remove(struct gw_udp_peer *peer)
+void gw__udp_pace_remove(struct gw_udp_peer *peer)
 {
     if (peer->pacing) {
         DL_DELETE2(peer->ua->pace_head, peer, pace_prev, pace_next);
@@ -190,7 +190,7 @@ static void send_datagram(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
     /* Synchronous and request-free; a full socket buffer is a drop, since
      * late audio is worse than lost audio. */
     if (uv_udp_try_send(&ua->sock, &buf, 1, &peer->addr.sa) < 0) {
-        gw_udp_note_drop(ua, GW_UDP_DROP_SEND, &peer->addr.sa);
+        gw__udp_note_drop(ua, GW_UDP_DROP_SEND, &peer->addr.sa);
         return;
     }
     ua->stats.tx_audio++;
@@ -229,7 +229,7 @@ static void on_pace(uv_timer_t *timer)
     {
         drain(ua, peer, now);
         if (peer->queue.count == 0) {
-            gw_udp_pace_remove(peer);
+            gw__udp_pace_remove(peer);
         }
     }
     if (ua->pace_head == NULL) {
@@ -274,12 +274,12 @@ static int enqueue(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
     int err;
 
     if (!queue_make_room(q, rec, &off)) {
-        gw_udp_note_drop(ua, GW_UDP_DROP_QUEUE_FULL, NULL);
+        gw__udp_note_drop(ua, GW_UDP_DROP_QUEUE_FULL, NULL);
         return GW_ELIMIT;
     }
     err = build_datagram(peer, q->buf + off + sizeof(r), timestamp, opus, len);
     if (err < 0) {
-        gw_udp_note_drop(ua, GW_UDP_DROP_SEND, NULL);
+        gw__udp_note_drop(ua, GW_UDP_DROP_SEND, NULL);
         return err;
     }
     memcpy(q->buf + off, &r, sizeof(r));
@@ -302,19 +302,19 @@ int gw_udp_peer_send(struct gw_udp_peer *peer, uint32_t timestamp,
     /* Sequences are spent (124 days of audio in 2.5 ms frames, 8 years
      * in 60 ms ones): another would share counter blocks with the first. */
     if (peer->tx_seq >= GW_UDP_DOWNLINK_SEQ_MAX) {
-        gw_udp_note_drop(ua, GW_UDP_DROP_SEQ_END, NULL);
+        gw__udp_note_drop(ua, GW_UDP_DROP_SEQ_END, NULL);
         return GW_ELIMIT;
     }
     /* The duration paces it; a packet without one cannot be paced. */
     if (len > GW_UDP_MAX_PAYLOAD ||
         gw_opus_packet_inspect(opus, len, &info) < 0) {
-        gw_udp_note_drop(ua, GW_UDP_DROP_TX_INVALID, NULL);
+        gw__udp_note_drop(ua, GW_UDP_DROP_TX_INVALID, NULL);
         return len > GW_UDP_MAX_PAYLOAD ? GW_ETOOBIG : GW_EOPUS;
     }
     if (!peer->has_addr) {
         if (peer->queue.samples + (uint64_t)info.samples_48k >
             ua->hold_samples) {
-            gw_udp_note_drop(ua, GW_UDP_DROP_NO_ADDRESS, NULL);
+            gw__udp_note_drop(ua, GW_UDP_DROP_NO_ADDRESS, NULL);
             return GW_ELIMIT;
         }
         return enqueue(ua, peer, timestamp, opus, len,
@@ -324,7 +324,7 @@ int gw_udp_peer_send(struct gw_udp_peer *peer, uint32_t timestamp,
     if (peer->queue.count == 0 && now >= peer->hold_until_ms &&
         sync_clock(peer, now) < (int64_t)ua->prebuffer_samples) {
         if (build_datagram(peer, ua->tx, timestamp, opus, len) < 0) {
-            gw_udp_note_drop(ua, GW_UDP_DROP_SEND, NULL);
+            gw__udp_note_drop(ua, GW_UDP_DROP_SEND, NULL);
             return GW_ECRYPTO;
         }
         send_datagram(ua, peer, ua->tx, GW_UDP_HEADER_LEN + len);
@@ -333,7 +333,7 @@ int gw_udp_peer_send(struct gw_udp_peer *peer, uint32_t timestamp,
     }
     err = enqueue(ua, peer, timestamp, opus, len, (uint32_t)info.samples_48k);
     if (err == 0) {
-        gw_udp_pace_add(peer);
+        gw__udp_pace_add(peer);
     }
     return err;
 }
@@ -349,7 +349,7 @@ size_t gw_udp_peer_flush(struct gw_udp_peer *peer)
     peer->ua->stats.tx_flushed += n;
     queue_clear(&peer->queue);
     queue_trim(&peer->queue);
-    gw_udp_pace_remove(peer);
+    gw__udp_pace_remove(peer);
     /* The device empties its queue too: the next packet starts afresh. */
     peer->play_start_ms = 0;
     peer->played_samples = 0;

@@ -2,7 +2,7 @@
  * The uplink of the UDP audio socket: recvmmsg batches, the checks of each
  * datagram in the order that costs a flood least, in-place AES-CTR, and
  * the replay, forward window and address rules of docs/protocol.md
- * section 4. gw_udp_uplink_judge() decides each datagram without the
+ * section 4. gw__udp_uplink_judge() decides each datagram without the
  * socket, so the fuzzer drives the same code.
  */
 
@@ -117,8 +117,8 @@ static const char *peer_subject(const struct gw_udp_peer *peer)
  */
 static const struct gw_bucket_rate LOG_RATE = {.per_s = 5, .burst = 10};
 
-void gw_udp_note_drop(struct gw_udp_audio *ua, enum gw_udp_drop reason,
-                      const struct sockaddr *from)
+void gw__udp_note_drop(struct gw_udp_audio *ua, enum gw_udp_drop reason,
+                       const struct sockaddr *from)
 {
     char name[80];
     uint64_t left_out = 0;
@@ -163,8 +163,8 @@ static uint64_t toc_bit(uint8_t toc)
     return UINT64_C(1) << (toc >> 2);
 }
 
-void gw_udp_uplink_reset(struct gw_udp_peer *peer, int frame_duration_ms,
-                         uint64_t now)
+void gw__udp_uplink_reset(struct gw_udp_peer *peer, int frame_duration_ms,
+                          uint64_t now)
 {
     peer->frame_samples_48k = frame_duration_ms > 0 && frame_duration_ms <= 120
                                   ? (uint32_t)frame_duration_ms * SAMPLES_PER_MS
@@ -345,9 +345,9 @@ static bool accept_packet(struct gw_udp_verdict *v, uint8_t *opus, uint64_t now)
  * decryption (in place, IV = the header as received) and the Opus check,
  * and last the address rule.
  */
-bool gw_udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
-                         size_t len, const struct sockaddr *from, uint64_t now,
-                         struct gw_udp_verdict *v)
+bool gw__udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
+                          size_t len, const struct sockaddr *from, uint64_t now,
+                          struct gw_udp_verdict *v)
 {
     struct gw_udp_peer *peer;
     struct gw_opus_info info;
@@ -413,18 +413,18 @@ static void handle_datagram(struct gw_udp_audio *ua, uint8_t *buf, size_t len,
 
     ua->stats.rx_packets++;
     if (truncated) {
-        gw_udp_note_drop(ua, GW_UDP_DROP_TOOBIG, from);
+        gw__udp_note_drop(ua, GW_UDP_DROP_TOOBIG, from);
         return;
     }
-    if (!gw_udp_uplink_judge(&ua->peers, buf, len, from, uv_now(ua->loop),
-                             &v)) {
-        gw_udp_note_drop(ua, v.reason, from);
+    if (!gw__udp_uplink_judge(&ua->peers, buf, len, from, uv_now(ua->loop),
+                              &v)) {
+        gw__udp_note_drop(ua, v.reason, from);
         return;
     }
     peer = v.peer;
     if (v.learned) {
         if (peer->queue.count > 0) {
-            gw_udp_pace_add(peer); /* downlink held for this moment */
+            gw__udp_pace_add(peer); /* downlink held for this moment */
         }
         if (gw_log_get_level() >= GW_LOG_DEBUG) {
             format_addr(from, is, sizeof(is));
@@ -731,7 +731,7 @@ static void on_tick(uv_poll_t *poll, int status, int events)
     }
 }
 
-int gw_udp_uplink_start(struct gw_udp_audio *ua)
+int gw__udp_uplink_start(struct gw_udp_audio *ua)
 {
     int fd = -1, on = 1, err;
 
@@ -782,14 +782,14 @@ int gw_udp_uplink_start(struct gw_udp_audio *ua)
                    : uv_poll_start(&ua->rx_poll, UV_READABLE, on_readable);
 }
 
-void gw_udp_uplink_stop(struct gw_udp_audio *ua)
+void gw__udp_uplink_stop(struct gw_udp_audio *ua)
 {
     if (ua->rx_poll_open) { /* before the socket, whose fd it watches */
-        uv_close((uv_handle_t *)&ua->rx_poll, gw_udp_on_handle_closed);
+        uv_close((uv_handle_t *)&ua->rx_poll, gw__udp_on_handle_closed);
         ua->rx_poll_open = false;
     }
     if (ua->rx_tick_open) {
-        uv_close((uv_handle_t *)&ua->rx_tick, gw_udp_on_handle_closed);
+        uv_close((uv_handle_t *)&ua->rx_tick, gw__udp_on_handle_closed);
         ua->rx_tick_open = false;
     }
     if (ua->rx_tfd >= 0) { /* out of the poll set once its handle closed */

@@ -33,7 +33,7 @@ static void queue_at_tail(struct gw_backend_ws *bws,
     gw_list_insert_tail(&bws->quiet, &conn->quiet);
 }
 
-void gw_backend_alive_start(struct gw_backend_conn *conn)
+void gw__backend_alive_start(struct gw_backend_conn *conn)
 {
     struct gw_backend_ws *bws = conn->bws;
 
@@ -49,7 +49,7 @@ void gw_backend_alive_start(struct gw_backend_conn *conn)
     }
 }
 
-void gw_backend_alive_pong(struct gw_backend_conn *conn)
+void gw__backend_alive_pong(struct gw_backend_conn *conn)
 {
     if (!gw_list_linked(&conn->quiet)) {
         return; /* off, or ending */
@@ -58,13 +58,13 @@ void gw_backend_alive_pong(struct gw_backend_conn *conn)
     queue_at_tail(conn->bws, conn, uv_now(conn->bws->loop));
 }
 
-void gw_backend_alive_stop(struct gw_backend_conn *conn)
+void gw__backend_alive_stop(struct gw_backend_conn *conn)
 {
     gw_list_unlink(&conn->quiet);
     conn->ping_wanted = false;
 }
 
-int gw_backend_alive_write_ping(struct gw_backend_conn *conn, struct lws *wsi)
+int gw__backend_alive_write_ping(struct gw_backend_conn *conn, struct lws *wsi)
 {
     uint8_t buf[LWS_PRE + 1];
 
@@ -73,7 +73,7 @@ int gw_backend_alive_write_ping(struct gw_backend_conn *conn, struct lws *wsi)
     }
     conn->ping_wanted = false;
     if (lws_write(wsi, buf + LWS_PRE, 0, LWS_WRITE_PING) < 0) {
-        gw_backend_set_reason(conn, "write failed");
+        gw__backend_set_reason(conn, "write failed");
         return -1;
     }
     conn->bws->stats.tx_pings++;
@@ -94,7 +94,7 @@ static void on_alive_tick(uv_timer_t *timer)
             break; /* the rest are later still */
         }
         if (conn->state != CONN_OPEN) {
-            gw_backend_alive_stop(conn); /* closing: its linger bounds it */
+            gw__backend_alive_stop(conn); /* closing: its linger bounds it */
             continue;
         }
         if (conn->ping_out) {
@@ -102,7 +102,7 @@ static void on_alive_tick(uv_timer_t *timer)
                    "backend %s: no pong within %u s", conn->name,
                    bws->ping_ms / 1000);
             bws->stats.ping_timeouts++;
-            gw_backend_finish(conn, "connection lost: no pong", true);
+            gw__backend_finish(conn, "connection lost: no pong", true);
             continue; /* finish took it off the list */
         }
         conn->ping_out = true;

@@ -87,7 +87,7 @@ static void msg_list_free(struct tx_msg *msg)
     }
 }
 
-void gw_backend_io_release(struct gw_backend_conn *conn)
+void gw__backend_io_release(struct gw_backend_conn *conn)
 {
     msg_list_free(conn->tx_head);
     msg_list_free(conn->spare);
@@ -96,8 +96,8 @@ void gw_backend_io_release(struct gw_backend_conn *conn)
 
 /* ---- dropped binary messages ------------------------------------------ */
 
-struct backend_drops *gw_backend_drops_get(struct gw_backend_ws *bws,
-                                           const char *name)
+struct backend_drops *gw__backend_drops_get(struct gw_backend_ws *bws,
+                                            const char *name)
 {
     struct backend_drops *d;
     size_t len = strlen(name);
@@ -118,7 +118,7 @@ struct backend_drops *gw_backend_drops_get(struct gw_backend_ws *bws,
     return d;
 }
 
-void gw_backend_drops_free(struct gw_backend_ws *bws)
+void gw__backend_drops_free(struct gw_backend_ws *bws)
 {
     while (bws->drops != NULL) {
         struct backend_drops *next = bws->drops->next;
@@ -206,8 +206,8 @@ static void deliver(struct gw_backend_conn *conn, const uint8_t *buf,
     }
 }
 
-int gw_backend_on_receive(struct gw_backend_conn *conn, struct lws *wsi,
-                          const uint8_t *in, size_t len)
+int gw__backend_on_receive(struct gw_backend_conn *conn, struct lws *wsi,
+                           const uint8_t *in, size_t len)
 {
     struct gw_backend_msg_out msg;
     int rc;
@@ -219,15 +219,15 @@ int gw_backend_on_receive(struct gw_backend_conn *conn, struct lws *wsi,
         &conn->rx, conn->max_message, in, len, lws_is_first_fragment(wsi),
         lws_is_final_fragment(wsi), lws_frame_is_binary(wsi), &msg);
     if (rc == GW_ETOOBIG) {
-        gw_backend_set_reason(conn, "message too big");
+        gw__backend_set_reason(conn, "message too big");
         conn->close_requested = true;
         conn->state = CONN_CLOSING;
-        uv_timer_start(&conn->timer, gw_backend_on_timer, CLOSE_LINGER_MS, 0);
-        gw_backend_close_with(conn, wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE);
+        uv_timer_start(&conn->timer, gw__backend_on_timer, CLOSE_LINGER_MS, 0);
+        gw__backend_close_with(conn, wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE);
         return 0;
     }
     if (rc < 0) {
-        gw_backend_set_reason(conn, "receive: %s", gw_strerror(rc));
+        gw__backend_set_reason(conn, "receive: %s", gw_strerror(rc));
         return -1;
     }
     if (rc == 1) {
@@ -317,7 +317,7 @@ static int write_msg(struct gw_backend_conn *conn, struct lws *wsi,
     }
     msg_put(conn, msg);
     if (n < 0 || (size_t)n < len) {
-        gw_backend_set_reason(conn, "write failed");
+        gw__backend_set_reason(conn, "write failed");
         return -1;
     }
     return 0;
@@ -341,12 +341,12 @@ static struct tx_msg *queue_pop(struct gw_backend_conn *conn)
 
 /* One message per writable event, a keepalive ping first; the close frame
  * goes after the last. */
-int gw_backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi)
+int gw__backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi)
 {
     struct tx_msg *msg;
 
     if (conn->state == CONN_OPEN) {
-        int rc = gw_backend_alive_write_ping(conn, wsi);
+        int rc = gw__backend_alive_write_ping(conn, wsi);
         if (rc != 0) {
             if (rc > 0 && conn->tx_head != NULL) {
                 lws_callback_on_writable(wsi);
@@ -357,7 +357,7 @@ int gw_backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi)
     msg = queue_pop(conn);
     if (msg == NULL) {
         if (conn->state == CONN_CLOSING && !conn->close_sent) {
-            gw_backend_close_with(conn, wsi, LWS_CLOSE_STATUS_NORMAL);
+            gw__backend_close_with(conn, wsi, LWS_CLOSE_STATUS_NORMAL);
         }
         return 0;
     }
@@ -550,7 +550,7 @@ static void burst_to_queue(struct gw_backend_conn *conn)
     }
 }
 
-void gw_backend_burst_forget(struct gw_backend_conn *conn)
+void gw__backend_burst_forget(struct gw_backend_conn *conn)
 {
     burst_take(conn, false);
 }
@@ -581,7 +581,7 @@ static void burst_write(struct gw_backend_ws *bws)
         }
         bws->stats.tx_audio++;
         if (send_frame(conn, conn->wsi, b->frame, b->len) < 0) {
-            gw_backend_set_reason(conn, "write failed");
+            gw__backend_set_reason(conn, "write failed");
             lws_set_timeout(conn->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT,
                             LWS_TO_KILL_ASYNC);
         }

@@ -199,7 +199,7 @@ static struct lws_vhost *ca_vhost(struct gw_backend_ws *bws,
     memset(&info, 0, sizeof(info));
     info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.port = CONTEXT_PORT_NO_LISTEN;
-    info.protocols = gw_backend_protocols;
+    info.protocols = gw__backend_protocols;
     info.vhost_name = ca->name;
     info.client_ssl_ca_filepath = ca->path;
     info.connect_timeout_secs = LWS_STAGE_TIMEOUT_S;
@@ -227,7 +227,7 @@ static void conn_connect(struct gw_backend_conn *conn)
      * lws connects to the IP; the name stays in ci.host, which lws sends
      * as the Host header and also uses for SNI and the certificate's
      * name check (it strips the port). Any callback lws makes from
-     * inside this call can only gw_backend_finish() the connection,
+     * inside this call can only gw__backend_finish() the connection,
      * which defers on_close to the loop.
      */
     ci.address = conn->ip;
@@ -240,7 +240,7 @@ static void conn_connect(struct gw_backend_conn *conn)
     ci.pwsi = &conn->wsi;
     ci.retry_and_idle_policy = &bws->retry; /* ping/pong when idle */
     if (lws_client_connect_via_info(&ci) == NULL) {
-        gw_backend_finish(conn, "connect failed: could not start", false);
+        gw__backend_finish(conn, "connect failed: could not start", false);
     }
 }
 
@@ -248,12 +248,12 @@ static void resolve_failed(struct gw_backend_conn *conn, int status)
 {
     gw_log(GW_LOG_WARN, conn->subject, "backend %s: cannot resolve %s: %s",
            conn->name, conn->address, gw_dns_strerror(status));
-    gw_backend_set_reason(conn, "connect failed: cannot resolve %s: %s",
-                          conn->address, gw_dns_strerror(status));
-    gw_backend_finish(conn, conn->reason, false);
+    gw__backend_set_reason(conn, "connect failed: cannot resolve %s: %s",
+                           conn->address, gw_dns_strerror(status));
+    gw__backend_finish(conn, conn->reason, false);
 }
 
-/* The resolver's answer, from the loop; never after gw_backend_finish
+/* The resolver's answer, from the loop; never after gw__backend_finish
  * (which cancels the request), so the connection is still connecting. */
 static void on_resolved(void *arg, int status, const char *ip)
 {
@@ -335,7 +335,7 @@ int gw_backend_conn_open(struct gw_backend_ws *bws,
         return GW_ENOMEM;
     }
     conn->bws = bws;
-    conn->drops = gw_backend_drops_get(bws, conn->name);
+    conn->drops = gw__backend_drops_get(bws, conn->name);
     conn->ev = *ev;
     conn->owner = owner;
     conn->state = CONN_CONNECTING;
@@ -349,7 +349,7 @@ int gw_backend_conn_open(struct gw_backend_ws *bws,
     bws->stats.live++;
     uv_timer_init(bws->loop, &conn->timer);
     conn->timer.data = conn;
-    uv_timer_start(&conn->timer, gw_backend_on_timer,
+    uv_timer_start(&conn->timer, gw__backend_on_timer,
                    (uint64_t)conn->connect_timeout_ms, 0);
     conn->vh = vh;
     conn_start(conn);
@@ -359,8 +359,8 @@ int gw_backend_conn_open(struct gw_backend_ws *bws,
 
 /* ---- the upgrade, as lws calls back ---------------------------------- */
 
-int gw_backend_append_headers(struct gw_backend_conn *conn, struct lws *wsi,
-                              void *in, size_t len)
+int gw__backend_append_headers(struct gw_backend_conn *conn, struct lws *wsi,
+                               void *in, size_t len)
 {
     unsigned char **p = in;
     unsigned char *end = *p + len;
@@ -377,8 +377,8 @@ int gw_backend_append_headers(struct gw_backend_conn *conn, struct lws *wsi,
         if (lws_add_http_header_by_name(wsi, (const unsigned char *)names[i],
                                         (const unsigned char *)values[i],
                                         (int)strlen(values[i]), p, end)) {
-            gw_backend_set_reason(conn,
-                                  "connect failed: upgrade headers too long");
+            gw__backend_set_reason(conn,
+                                   "connect failed: upgrade headers too long");
             return -1;
         }
     }
@@ -389,16 +389,16 @@ int gw_backend_append_headers(struct gw_backend_conn *conn, struct lws *wsi,
         if (lws_add_http_header_by_name(wsi, (const unsigned char *)name,
                                         (const unsigned char *)value,
                                         (int)strlen(value), p, end)) {
-            gw_backend_set_reason(conn,
-                                  "connect failed: upgrade headers too long");
+            gw__backend_set_reason(conn,
+                                   "connect failed: upgrade headers too long");
             return -1;
         }
     }
     return 0;
 }
 
-void gw_backend_on_connect_error(struct gw_backend_conn *conn, struct lws *wsi,
-                                 const char *in)
+void gw__backend_on_connect_error(struct gw_backend_conn *conn, struct lws *wsi,
+                                  const char *in)
 {
     char what[96] = "unknown error";
     int status = lws_http_client_http_response(wsi);
@@ -412,10 +412,10 @@ void gw_backend_on_connect_error(struct gw_backend_conn *conn, struct lws *wsi,
         what[n] = '\0';
     }
     if (status > 0 && status != 101) {
-        gw_backend_set_reason(conn, "connect failed: %s (HTTP %d)", what,
-                              status);
+        gw__backend_set_reason(conn, "connect failed: %s (HTTP %d)", what,
+                               status);
     } else {
-        gw_backend_set_reason(conn, "connect failed: %s", what);
+        gw__backend_set_reason(conn, "connect failed: %s", what);
     }
-    gw_backend_finish(conn, conn->reason, false);
+    gw__backend_finish(conn, conn->reason, false);
 }

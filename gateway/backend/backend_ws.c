@@ -29,12 +29,12 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
                   void *in, size_t len);
 static void on_shutdown_tick(uv_timer_t *timer);
 
-const struct lws_protocols gw_backend_protocols[] = {
+const struct lws_protocols gw__backend_protocols[] = {
     {PROTOCOL_NAME, on_lws, 0, RX_CHUNK, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
-void gw_backend_set_reason(struct gw_backend_conn *conn, const char *fmt, ...)
+void gw__backend_set_reason(struct gw_backend_conn *conn, const char *fmt, ...)
 {
     va_list ap;
 
@@ -55,7 +55,7 @@ static void on_conn_closed(uv_handle_t *handle)
 
     gw_list_unlink(&conn->link);
     gw_list_unlink(&conn->held);
-    gw_backend_burst_forget(conn);
+    gw__backend_burst_forget(conn);
     bws->stats.live--;
     gw_log(GW_LOG_INFO, conn->subject, "backend %s closed after %llu ms: %s",
            conn->name,
@@ -64,7 +64,7 @@ static void on_conn_closed(uv_handle_t *handle)
     if (conn->ev.on_close != NULL) {
         conn->ev.on_close(conn, conn->reason, conn->owner);
     }
-    gw_backend_io_release(conn);
+    gw__backend_io_release(conn);
     free(conn);
     if (bws->phase == BWS_DRAINING && gw_list_empty(&bws->conns)) {
         uv_timer_start(&bws->timer, on_shutdown_tick, 0, TICK_MS);
@@ -76,8 +76,8 @@ static void on_conn_closed(uv_handle_t *handle)
  * holds a live wsi that must be torn down (otherwise lws is closing it and
  * is calling us from that close).
  */
-void gw_backend_finish(struct gw_backend_conn *conn, const char *reason,
-                       bool kill)
+void gw__backend_finish(struct gw_backend_conn *conn, const char *reason,
+                        bool kill)
 {
     if (conn->state == CONN_DONE) {
         return;
@@ -86,8 +86,8 @@ void gw_backend_finish(struct gw_backend_conn *conn, const char *reason,
         conn->bws->stats.connect_errors++;
     }
     conn->state = CONN_DONE;
-    gw_backend_set_reason(conn, "%s", reason);
-    gw_backend_alive_stop(conn);
+    gw__backend_set_reason(conn, "%s", reason);
+    gw__backend_alive_stop(conn);
     /* Still resolving: the answer must not reach a connection gone. */
     gw_dns_cancel(conn->dns_req);
     conn->dns_req = NULL;
@@ -103,15 +103,15 @@ void gw_backend_finish(struct gw_backend_conn *conn, const char *reason,
     uv_close((uv_handle_t *)&conn->timer, on_conn_closed);
 }
 
-void gw_backend_on_timer(uv_timer_t *timer)
+void gw__backend_on_timer(uv_timer_t *timer)
 {
     struct gw_backend_conn *conn = timer->data;
 
     if (conn->state == CONN_CONNECTING) {
-        gw_backend_finish(conn, "connect timeout", true);
+        gw__backend_finish(conn, "connect timeout", true);
     } else if (conn->state == CONN_CLOSING) {
         /* The backend never answered our close: drop the socket. */
-        gw_backend_finish(conn, "closed by gateway", true);
+        gw__backend_finish(conn, "closed by gateway", true);
     }
 }
 
@@ -119,16 +119,16 @@ void gw_backend_on_timer(uv_timer_t *timer)
 static void begin_close(struct gw_backend_conn *conn)
 {
     conn->close_requested = true;
-    gw_backend_set_reason(conn, "closed by gateway");
+    gw__backend_set_reason(conn, "closed by gateway");
     if (conn->state == CONN_CONNECTING) {
-        gw_backend_finish(conn, conn->reason, true);
+        gw__backend_finish(conn, conn->reason, true);
         return;
     }
     if (conn->state != CONN_OPEN) {
         return;
     }
     conn->state = CONN_CLOSING;
-    uv_timer_start(&conn->timer, gw_backend_on_timer, CLOSE_LINGER_MS, 0);
+    uv_timer_start(&conn->timer, gw__backend_on_timer, CLOSE_LINGER_MS, 0);
     lws_callback_on_writable(conn->wsi);
 }
 
@@ -149,8 +149,8 @@ void gw_backend_conn_close(struct gw_backend_conn *conn)
  * time at once, dropping the socket before the close frame goes out. A
  * close asked for from the wsi's timer callback takes the normal path.
  */
-void gw_backend_close_with(struct gw_backend_conn *conn, struct lws *wsi,
-                           enum lws_close_status code)
+void gw__backend_close_with(struct gw_backend_conn *conn, struct lws *wsi,
+                            enum lws_close_status code)
 {
     conn->close_sent = true;
     lws_close_reason(wsi, code, NULL, 0);
@@ -166,7 +166,7 @@ static void on_established(struct gw_backend_conn *conn)
     gw_log(GW_LOG_DEBUG, conn->subject, "backend %s connected in %llu ms",
            conn->name,
            (unsigned long long)(uv_now(conn->bws->loop) - conn->started_ms));
-    gw_backend_alive_start(conn);
+    gw__backend_alive_start(conn);
     if (conn->ev.on_open != NULL) {
         conn->ev.on_open(conn, conn->owner);
     }
@@ -207,8 +207,8 @@ static int on_cert_verify(struct lws *wsi, X509_STORE_CTX *store, size_t ok)
 
     if (!ok && conn != NULL && conn->state == CONN_CONNECTING &&
         err != X509_V_OK) {
-        gw_backend_set_reason(conn, "connect failed: certificate: %s",
-                              X509_verify_cert_error_string(err));
+        gw__backend_set_reason(conn, "connect failed: certificate: %s",
+                               X509_verify_cert_error_string(err));
     }
     return 0;
 }
@@ -233,33 +233,33 @@ static int handle_lws(struct lws *wsi, enum lws_callback_reasons reason,
     conn->wsi = wsi;
     switch (reason) {
     case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
-        return gw_backend_append_headers(conn, wsi, in, len);
+        return gw__backend_append_headers(conn, wsi, in, len);
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         on_established(conn);
         return 0;
     case LWS_CALLBACK_CLIENT_RECEIVE:
-        return gw_backend_on_receive(conn, wsi, in, len);
+        return gw__backend_on_receive(conn, wsi, in, len);
     case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
-        gw_backend_alive_pong(conn);
+        gw__backend_alive_pong(conn);
         return 0;
     case LWS_CALLBACK_CLIENT_WRITEABLE:
-        return gw_backend_on_writeable(conn, wsi);
+        return gw__backend_on_writeable(conn, wsi);
     case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE: {
         const uint8_t *code = in;
-        gw_backend_set_reason(conn, "closed by backend %d",
-                              len >= 2 ? (code[0] << 8) | code[1] : 1005);
+        gw__backend_set_reason(conn, "closed by backend %d",
+                               len >= 2 ? (code[0] << 8) | code[1] : 1005);
         return 0;
     }
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
-        gw_backend_on_connect_error(conn, wsi, in);
+        gw__backend_on_connect_error(conn, wsi, in);
         return 0;
     case LWS_CALLBACK_TIMER:
-        return conn->close_sent ? -1 : 0; /* see gw_backend_close_with() */
+        return conn->close_sent ? -1 : 0; /* see gw__backend_close_with() */
     default:                              /* CLIENT_CLOSED, WSI_DESTROY */
-        gw_backend_finish(conn,
-                          conn->close_requested ? "closed by gateway"
-                                                : "connection lost",
-                          false);
+        gw__backend_finish(conn,
+                           conn->close_requested ? "closed by gateway"
+                                                 : "connection lost",
+                           false);
         return 0;
     }
 }
@@ -327,7 +327,7 @@ int gw_backend_ws_init(uv_loop_t *loop, const char *ca_file,
     memset(&info, 0, sizeof(info));
     info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.port = CONTEXT_PORT_NO_LISTEN;
-    info.protocols = gw_backend_protocols;
+    info.protocols = gw__backend_protocols;
     info.client_ssl_ca_filepath =
         ca_file != NULL && ca_file[0] != '\0' ? ca_file : default_ca_file();
     info.timeout_secs = LWS_STAGE_TIMEOUT_S;
@@ -357,7 +357,7 @@ static void on_bws_closed(uv_handle_t *handle)
         bws->ca = next;
     }
     gw_dns_close(bws->dns);
-    gw_backend_drops_free(bws);
+    gw__backend_drops_free(bws);
     if (bws->close_cb != NULL) {
         bws->close_cb(bws, bws->close_arg);
     }
@@ -378,7 +378,7 @@ static void on_shutdown_tick(uv_timer_t *timer)
         if (!gw_list_empty(&bws->conns)) {
             GW_LIST_FOREACH_SAFE(it, tmp, &bws->conns)
             {
-                gw_backend_finish(
+                gw__backend_finish(
                     GW_LIST_ENTRY(it, struct gw_backend_conn, link),
                     "closed by gateway", true);
             }

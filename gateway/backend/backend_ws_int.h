@@ -1,8 +1,8 @@
 /*
- * What the three files of the backend WebSocket module share: the context,
+ * What the four files of the backend WebSocket module share: the context,
  * connection life cycle and lws callback dispatch (backend_ws.c), opening
- * a connection (backend_open.c), and its send queue and receive path
- * (backend_io.c).
+ * a connection (backend_open.c), its send queue and receive path
+ * (backend_io.c), and the keepalive (backend_alive.c).
  */
 #ifndef GW_BACKEND_WS_INT_H
 #define GW_BACKEND_WS_INT_H
@@ -163,63 +163,63 @@ struct gw_backend_ws {
 };
 
 /* The one protocol every connection speaks (backend_ws.c). */
-extern const struct lws_protocols gw_backend_protocols[];
+extern const struct lws_protocols gw__backend_protocols[];
 
 /* Records why the connection ends; the first cause wins (backend_ws.c). */
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-void gw_backend_set_reason(struct gw_backend_conn *conn, const char *fmt, ...);
+void gw__backend_set_reason(struct gw_backend_conn *conn, const char *fmt, ...);
 
 /*
  * Ends the connection for its owner: on_close follows from the loop
  * (backend_ws.c). kill: lws still holds a live wsi to tear down.
  */
-void gw_backend_finish(struct gw_backend_conn *conn, const char *reason,
-                       bool kill);
+void gw__backend_finish(struct gw_backend_conn *conn, const char *reason,
+                        bool kill);
 
 /* The connection's timer: connect timeout, close linger (backend_ws.c). */
-void gw_backend_on_timer(uv_timer_t *timer);
+void gw__backend_on_timer(uv_timer_t *timer);
 
 /* Starts lws's closing handshake with code (backend_ws.c). */
-void gw_backend_close_with(struct gw_backend_conn *conn, struct lws *wsi,
-                           enum lws_close_status code);
+void gw__backend_close_with(struct gw_backend_conn *conn, struct lws *wsi,
+                            enum lws_close_status code);
 
 /* The upgrade request's headers (backend_open.c). */
-int gw_backend_append_headers(struct gw_backend_conn *conn, struct lws *wsi,
-                              void *in, size_t len);
+int gw__backend_append_headers(struct gw_backend_conn *conn, struct lws *wsi,
+                               void *in, size_t len);
 
 /* The connect failed before the upgrade (backend_open.c). */
-void gw_backend_on_connect_error(struct gw_backend_conn *conn, struct lws *wsi,
-                                 const char *in);
+void gw__backend_on_connect_error(struct gw_backend_conn *conn, struct lws *wsi,
+                                  const char *in);
 
 /* A piece of an incoming message (backend_io.c). */
-int gw_backend_on_receive(struct gw_backend_conn *conn, struct lws *wsi,
-                          const uint8_t *in, size_t len);
+int gw__backend_on_receive(struct gw_backend_conn *conn, struct lws *wsi,
+                           const uint8_t *in, size_t len);
 
 /* The socket can take the next queued message (backend_io.c). */
-int gw_backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi);
+int gw__backend_on_writeable(struct gw_backend_conn *conn, struct lws *wsi);
 
 /* Frees the queues and buffers of a finished connection (backend_io.c). */
-void gw_backend_io_release(struct gw_backend_conn *conn);
+void gw__backend_io_release(struct gw_backend_conn *conn);
 /* Drops the connection's frames from the burst (it is being freed). */
-void gw_backend_burst_forget(struct gw_backend_conn *conn);
+void gw__backend_burst_forget(struct gw_backend_conn *conn);
 
 /* The drop counters of the backend called name, made on first use; NULL
  * when out of memory (backend_io.c). */
-struct backend_drops *gw_backend_drops_get(struct gw_backend_ws *bws,
-                                           const char *name);
+struct backend_drops *gw__backend_drops_get(struct gw_backend_ws *bws,
+                                            const char *name);
 
 /* Frees every backend's drop counters (backend_io.c). */
-void gw_backend_drops_free(struct gw_backend_ws *bws);
+void gw__backend_drops_free(struct gw_backend_ws *bws);
 
 /* The keepalive (backend_alive.c). start: the connection is open; pong:
  * its backend answered; stop: it is ending.
  * write_ping, from its writable callback: 0 nothing owed, 1 sent, -1 the
  * write failed. */
-void gw_backend_alive_start(struct gw_backend_conn *conn);
-void gw_backend_alive_pong(struct gw_backend_conn *conn);
-void gw_backend_alive_stop(struct gw_backend_conn *conn);
-int gw_backend_alive_write_ping(struct gw_backend_conn *conn, struct lws *wsi);
+void gw__backend_alive_start(struct gw_backend_conn *conn);
+void gw__backend_alive_pong(struct gw_backend_conn *conn);
+void gw__backend_alive_stop(struct gw_backend_conn *conn);
+int gw__backend_alive_write_ping(struct gw_backend_conn *conn, struct lws *wsi);
 
 #endif /* GW_BACKEND_WS_INT_H */

@@ -1,7 +1,7 @@
 /*
  * The UDP uplink as a device's datagram meets it: header, session by ssrc,
  * replay and forward window, in-place decryption, Opus and the address
- * rules, through gw_udp_uplink_judge(), which the socket's reader calls
+ * rules, through gw__udp_uplink_judge(), which the socket's reader calls
  * for every datagram (gateway/audio/udp_uplink.c). Two sessions with fixed keys
  * and ssrcs: one with 60 ms frames, one whose hello gave none.
  *
@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ready = true;
     }
     for (int i = 0; i < NPEERS; i++) {
-        gw_udp_uplink_reset(&peers[i], frame_ms[i], now);
+        gw__udp_uplink_reset(&peers[i], frame_ms[i], now);
         memset(&peers[i].addr, 0, sizeof(peers[i].addr));
     }
     while (size - at >= 4) {
@@ -140,7 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
         memcpy(before, peers, sizeof(before));
-        ok = gw_udp_uplink_judge(&table, buf, len, &from->sa, now, &v);
+        ok = gw__udp_uplink_judge(&table, buf, len, &from->sa, now, &v);
         for (int i = 0; i < NPEERS; i++) {
             struct gw_udp_peer *p = &peers[i];
             bool mine = v.peer == p;

@@ -176,7 +176,7 @@ static int srv_writeable(struct lws *wsi)
     }
     a = &T.script[T.script_pos++];
     if (a->close_code != 0) {
-        /* As the client does it: gw_backend_close_with(), backend_ws.c. */
+        /* As the client does it: gw__backend_close_with(), backend_ws.c. */
         lws_close_reason(wsi, (enum lws_close_status)a->close_code, NULL, 0);
         lws_set_timer_usecs(wsi, 0);
         return 0;
