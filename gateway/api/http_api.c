@@ -661,8 +661,8 @@ static enum route route_of(struct gw_http_req *req)
          strcmp(gw_http_req_method(req), "POST") == 0)) {
         return ROUTE_MANAGER;
     }
-    if (strcmp(path, GW_CALL_REQUEST_PATH) == 0 ||
-        strcmp(path, GW_CALL_ACCEPT_PATH) == 0) {
+    if (strcmp(path, GW_DEVICE_CALL_REQUEST_PATH) == 0 ||
+        strcmp(path, GW_DEVICE_CALL_ACCEPT_PATH) == 0) {
         return ROUTE_CALL;
     }
     if (strcmp(path, "/metrics") == 0) {
@@ -993,8 +993,12 @@ static void on_request(struct gw_http_req *req, void *arg)
         size_t len;
         const char *body = gw_http_req_body(req, &len);
         cJSON *doc = NULL;
-        int status = gw_device_calls_api(&api->env.sessions->calls, path, body,
-                                         len, gw_http_req_peer(req), &doc);
+        if (api->env.calls == NULL) {
+            not_found(req, false);
+            break;
+        }
+        int status = gw_device_calls_api(api->env.calls, path, body, len,
+                                         gw_http_req_peer(req), &doc);
         send_json(req, status, doc, NULL);
         break;
     }

@@ -15,6 +15,7 @@
 #include "gateway/core/config_hold.h"
 #include "gateway/device/device_table.h"
 #include "gateway/api/metrics.h"
+#include "gateway/session/device_call.h"
 #include "gateway/session/session.h"
 
 struct gw_http_api;
@@ -27,6 +28,7 @@ struct gw_http_api_env {
     const struct gw_config_live *config;
     struct gw_device_table *devices;
     struct gw_sessions *sessions;
+    struct gw_device_calls *calls;     /* NULL: /api/call/... answer 404 */
     struct gw_mcp_server *mcp_server;  /* NULL: /mcp answers 404 */
     struct gw_metrics_sources metrics; /* the API fills its own part */
     struct gw_drain *drain;            /* NULL: /api/drain answers 404 */

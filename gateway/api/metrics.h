@@ -18,6 +18,7 @@
 #include "gateway/core/counters.h"
 #include "gateway/device/device_table.h"
 #include "gateway/http/http_server.h"
+#include "gateway/session/device_call.h"
 #include "gateway/session/session.h"
 #include "gateway/audio/udp_audio.h"
 
@@ -33,7 +34,8 @@ struct gw_metrics_sources {
     const struct gw_counters *counters;
     const struct gw_sessions *sessions;
     const struct gw_device_table *devices;
-    uint64_t started_ms; /* loop time at start, for uptime */
+    uint64_t started_ms;                 /* loop time at start, for uptime */
+    const struct gw_device_calls *calls; /* device-to-device calls */
     struct gw_mqtt_link *mqtt;
     struct gw_udp_audio *udp;
     struct gw_backend_ws *bws;
