@@ -76,9 +76,6 @@ bool gw_http_api_host_ok(const struct gw_config *cfg, const char *host);
 /* Whether an Origin header value may drive the API: none, a loopback
  * page, or one of http.allowed_origins. */
 bool gw_http_api_origin_ok(const struct gw_config *cfg, const char *origin);
-/* The credential of an "Authorization: Bearer <credential>" value, or
- * NULL. */
-const char *gw_http_api_bearer(const char *authorization);
 /* Whether the value carries token (compared in constant time); never for
  * an empty token. */
 bool gw_http_api_token_matches(const char *token, const char *authorization);

@@ -15,6 +15,7 @@
 #include <malloc.h>
 #endif
 
+#include "gateway/api/http_api_int.h"
 #include "gateway/backend/backend_msg.h"
 #include "gateway/mcp/mcp_outbound.h"
 #include "gateway/mcp/mcp_server.h"
@@ -740,7 +741,8 @@ static void ota_part(struct out *o, const struct gw_metrics_sources *src)
            "POST /xiaozhi/ota/ requests, by result.");
     for (int r = 0; r < GW_OTA_RESULT_COUNT_; r++) {
         sample(o, "hybridgw_ota_requests_total", "result",
-               gw_ota_result_name((enum gw_ota_result)r), src->ota->results[r]);
+               gw__api_ota_result_name((enum gw_ota_result)r),
+               src->ota->results[r]);
     }
     counter(o, "hybridgw_ota_bodies_ignored_total",
             "Checks answered from their headers because the body did not "
@@ -879,8 +881,8 @@ static void loop_part(struct out *o, const struct gw_metrics_sources *src)
 #endif
 }
 
-int gw_metrics_format(const struct gw_metrics_sources *src, char **out,
-                      size_t *len)
+int gw__api_metrics_format(const struct gw_metrics_sources *src, char **out,
+                           size_t *len)
 {
     struct out o = {.buf = malloc(INITIAL_CAP), .cap = INITIAL_CAP};
 

@@ -57,8 +57,4 @@ struct gw_metrics_sources {
     struct gw_cluster_rpc *const *crpc;
 };
 
-/* The whole exposition as a heap string (free()); GW_ENOMEM. */
-GW_MUST_CHECK int gw_metrics_format(const struct gw_metrics_sources *src,
-                                    char **out, size_t *len);
-
 #endif /* GW_METRICS_H */
