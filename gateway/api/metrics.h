@@ -1,6 +1,7 @@
 /*
- * /metrics: the instance's counters in the Prometheus text format
- * (version 0.0.4), every name prefixed hybridgw_.
+ * Where /metrics reads the instance's figures, given by the instance with
+ * the API's environment; metrics.c formats them (Prometheus text format
+ * 0.0.4, every name prefixed hybridgw_).
  */
 #ifndef GW_METRICS_H
 #define GW_METRICS_H
