@@ -290,6 +290,7 @@ static struct gw_metrics_sources metrics_sources(struct gw_instance *inst)
         .sessions = &inst->sessions,
         .devices = &inst->devices,
         .started_ms = inst->started_ms,
+        .calls = &inst->calls,
         .mqtt = inst->mqtt,
         .udp = inst->udp,
         .bws = inst->bws,
@@ -326,6 +327,7 @@ static int start_http(struct gw_instance *inst)
         .config = &inst->config,
         .devices = &inst->devices,
         .sessions = &inst->sessions,
+        .calls = &inst->calls,
         .mcp_server = inst->mcp_server,
         .metrics = metrics_sources(inst),
         .drain = &inst->drain,
@@ -410,6 +412,14 @@ static int start_parts(struct gw_instance *inst)
         .counters = &inst->counters,
     };
     gw_sessions_init(&inst->sessions, &senv);
+    struct gw_device_calls_env cenv = {
+        .loop = inst->loop,
+        .config = &inst->config,
+        .pub = &inst->pub,
+        .devices = &inst->devices,
+        .sessions = &inst->sessions,
+    };
+    gw_device_calls_init(&inst->calls, &cenv);
     rc = gw_backend_probe_start(inst->loop, &inst->config, inst->bws, pool,
                                 &inst->probe);
     if (rc != 0) {

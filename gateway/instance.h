@@ -21,6 +21,7 @@
 #include "gateway/core/config_hold.h"
 #include "gateway/core/counters.h"
 #include "gateway/device/device_table.h"
+#include "gateway/session/device_call.h"
 #include "gateway/session/drain.h"
 #include "gateway/api/http_api.h"
 #include "gateway/mcp/mcp_outbound.h"
@@ -47,6 +48,7 @@ struct gw_instance {
     struct gw_backend_probe *probe; /* health.probe_interval_s */
     struct gw_device_table devices; /* one record per device */
     struct gw_sessions sessions;
+    struct gw_device_calls calls; /* between two devices' sessions */
     struct gw_mqtt_dispatch dispatch;
     struct gw_mcp_server *mcp_server; /* NULL when http.port is 0 */
     struct gw_mcp_outbound *outbound; /* devices to MCP servers */

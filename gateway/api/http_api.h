@@ -15,6 +15,7 @@
 #include "gateway/core/config_hold.h"
 #include "gateway/device/device_table.h"
 #include "gateway/api/metrics.h"
+#include "gateway/session/device_call.h"
 #include "gateway/session/session.h"
 
 struct gw_http_api;
@@ -27,6 +28,7 @@ struct gw_http_api_env {
     const struct gw_config_live *config;
     struct gw_device_table *devices;
     struct gw_sessions *sessions;
+    struct gw_device_calls *calls;     /* NULL: /api/call/... answer 404 */
     struct gw_mcp_server *mcp_server;  /* NULL: /mcp answers 404 */
     struct gw_metrics_sources metrics; /* the API fills its own part */
     struct gw_drain *drain;            /* NULL: /api/drain answers 404 */
@@ -74,9 +76,6 @@ bool gw_http_api_host_ok(const struct gw_config *cfg, const char *host);
 /* Whether an Origin header value may drive the API: none, a loopback
  * page, or one of http.allowed_origins. */
 bool gw_http_api_origin_ok(const struct gw_config *cfg, const char *origin);
-/* The credential of an "Authorization: Bearer <credential>" value, or
- * NULL. */
-const char *gw_http_api_bearer(const char *authorization);
 /* Whether the value carries token (compared in constant time); never for
  * an empty token. */
 bool gw_http_api_token_matches(const char *token, const char *authorization);

@@ -6,7 +6,7 @@
  * bounded by http.api_timeout_ms; the other types are published as the
  * firmware reads them, to an online device whether or not it talks.
  */
-#include "gateway/api/http_api_push.h"
+#include "gateway/api/http_api_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,6 @@
 #include "codec/envelope.h"
 #include "common/hash.h"
 #include "common/log.h"
-#include "gateway/api/http_api_int.h"
 #include "gateway/device/publish.h"
 
 #define SUBJECT "http"
@@ -35,7 +34,7 @@ static void refuse_body(struct gw_push_stats *stats, struct gw_http_req *req,
                         int status, const char *why)
 {
     stats->refused++;
-    gw_http_api_refuse(req, status, true, why, NULL);
+    gw__api_refuse(req, status, true, why, NULL);
 }
 
 /* The body as a bounded JSON object, or NULL (400 already sent). */
@@ -221,8 +220,8 @@ static void on_command_reply(void *arg, const struct gw_mcp_reply *reply)
 {
     struct command *cmd = arg;
 
-    gw_http_api_send_json(cmd->req, reply->outcome == GW_MCP_OK ? 200 : 500,
-                          reply_json(reply), NULL);
+    gw__api_send_json(cmd->req, reply->outcome == GW_MCP_OK ? 200 : 500,
+                      reply_json(reply), NULL);
     free(cmd);
 }
 
@@ -245,7 +244,7 @@ static void command_mcp(const struct gw_http_api_env *env,
     if (cmd == NULL || (c->params != NULL &&
                         (copy = cJSON_Duplicate(c->params, true)) == NULL)) {
         free(cmd);
-        gw_http_api_refuse(req, 503, true, "out of memory", NULL);
+        gw__api_refuse(req, 503, true, "out of memory", NULL);
         return;
     }
     cmd->env = env;
@@ -257,9 +256,9 @@ static void command_mcp(const struct gw_http_api_env *env,
              &cmd->handle);
 }
 
-void gw_api_push_command(const struct gw_http_api_env *env,
-                         struct gw_push_stats *stats, struct gw_http_req *req,
-                         const char *client_id)
+void gw__api_push_command(const struct gw_http_api_env *env,
+                          struct gw_push_stats *stats, struct gw_http_req *req,
+                          const char *client_id)
 {
     cJSON *in = body_of(stats, req);
     struct gw_device_command c;
@@ -289,7 +288,7 @@ void gw_api_push_command(const struct gw_http_api_env *env,
         return;
     }
     if (rc != 0) {
-        gw_http_api_refuse(req, 503, true, "out of memory", NULL);
+        gw__api_refuse(req, 503, true, "out of memory", NULL);
         return;
     }
     r = publish_to(env, stats, c.type, client_id, text, len);
@@ -300,7 +299,7 @@ void gw_api_push_command(const struct gw_http_api_env *env,
            : r.held      ? "held until the broker is back"
                          : "published");
     free(text);
-    gw_http_api_send_json(req, r.status, push_json(&r), NULL);
+    gw__api_send_json(req, r.status, push_json(&r), NULL);
 }
 
 /* ---- fan-out ------------------------------------------------------------
@@ -370,7 +369,7 @@ static void fanout_answer(struct fanout *f)
            "%s to %zu device%s asked by %s: %zu ok, %zu failed",
            gw_device_command_type_name(f->c.type), f->n, f->n == 1 ? "" : "s",
            gw_http_req_peer(f->req), f->ok, f->failed);
-    gw_http_api_send_json(f->req, 200, doc, NULL);
+    gw__api_send_json(f->req, 200, doc, NULL);
     f->req = NULL;
     fanout_free(f);
 }
@@ -533,8 +532,9 @@ static int select_targets(struct fanout *f, const struct gw_device_target *to,
     return 0;
 }
 
-void gw_api_push_broadcast(const struct gw_http_api_env *env,
-                           struct gw_push_stats *stats, struct gw_http_req *req)
+void gw__api_push_broadcast(const struct gw_http_api_env *env,
+                            struct gw_push_stats *stats,
+                            struct gw_http_req *req)
 {
     size_t max =
         (size_t)gw_config_live_get(env->config)->http.broadcast_max_devices;
@@ -550,7 +550,7 @@ void gw_api_push_broadcast(const struct gw_http_api_env *env,
     f = calloc(1, sizeof(*f));
     if (f == NULL) {
         cJSON_Delete(in);
-        gw_http_api_refuse(req, 503, true, "out of memory", NULL);
+        gw__api_refuse(req, 503, true, "out of memory", NULL);
         return;
     }
     f->env = env;
@@ -578,7 +578,7 @@ void gw_api_push_broadcast(const struct gw_http_api_env *env,
         free(f);
         cJSON_Delete(in);
         if (rc == GW_ENOMEM) {
-            gw_http_api_refuse(req, 503, true, "out of memory", NULL);
+            gw__api_refuse(req, 503, true, "out of memory", NULL);
         } else {
             refuse_body(stats, req, rc == GW_EPROTO ? 400 : 413, why);
         }

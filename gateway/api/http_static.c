@@ -218,13 +218,6 @@ static void on_gone(struct gw_http_req *req, void *arg)
     (void)uv_cancel((uv_req_t *)&j->work); /* not started yet: never is */
 }
 
-bool gw_http_static_is_under(const char *path, const char *mount)
-{
-    size_t n = strlen(mount);
-
-    return strncmp(path, mount, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 static bool method_ok(struct gw_http_req *req)
 {
     static const char *const allow[] = {"Allow: GET, HEAD", NULL};

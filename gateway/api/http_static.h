@@ -17,11 +17,8 @@
  * each is read whole into memory before it is sent. */
 #define GW_HTTP_STATIC_MAX_BYTES (1024 * 1024)
 
-/* Whether path is the mount point itself or under it ("/ui", "/ui/..."). */
-bool gw_http_static_is_under(const char *path, const char *mount);
-
 /*
- * Answers req, whose path is under mount (gw_http_static_is_under): the
+ * Answers req, whose path is mount or under it ("/ui", "/ui/..."): the
  * mount point alone is redirected (301) to mount + "/"; another method
  * than GET or HEAD gets 405; a path gw_static_path_parse refuses, a file
  * that is missing, not a regular file, or reached through a symbolic link

@@ -15,6 +15,7 @@
 #include <malloc.h>
 #endif
 
+#include "gateway/api/http_api_int.h"
 #include "gateway/backend/backend_msg.h"
 #include "gateway/mcp/mcp_outbound.h"
 #include "gateway/mcp/mcp_server.h"
@@ -245,9 +246,14 @@ static void pool_part(struct out *o, const struct gw_metrics_sources *src)
 /* Device-to-device calls (gateway/session/device_call.h). */
 static void calls_part(struct out *o, const struct gw_metrics_sources *src)
 {
-    const struct gw_device_calls *c = &src->sessions->calls;
-    const struct gw_call_stats *st = &c->stats;
+    const struct gw_device_calls *c = src->calls;
+    const struct gw_device_call_stats *st;
     static const char *const routes[2] = {"request", "accept"};
+
+    if (c == NULL) {
+        return;
+    }
+    st = &c->stats;
 
     gauge(o, "hybridgw_calls_ringing", "Device calls waiting for an answer.",
           c->n_ringing);
@@ -260,19 +266,21 @@ static void calls_part(struct out *o, const struct gw_metrics_sources *src)
     family(o, "hybridgw_calls_answers_total", "counter",
            "Call API answers, by route and status.");
     for (int r = 0; r < 2; r++) {
-        for (int i = 0; i < GW_CALL_ANSWER_COUNT_; i++) {
+        for (int i = 0; i < GW_DEVICE_CALL_ANSWER_COUNT_; i++) {
             put(o,
                 "hybridgw_calls_answers_total{route=\"%s\",status=\"%s\"} "
                 "%llu\n",
-                routes[r], gw_call_answer_name((enum gw_call_answer)i),
+                routes[r],
+                gw_device_call_answer_name((enum gw_device_call_answer)i),
                 (unsigned long long)st->answers[r][i]);
         }
     }
     family(o, "hybridgw_calls_ended_total", "counter",
            "Device calls ended, by reason.");
-    for (int i = 0; i < GW_CALL_END_COUNT_; i++) {
+    for (int i = 0; i < GW_DEVICE_CALL_END_COUNT_; i++) {
         sample(o, "hybridgw_calls_ended_total", "reason",
-               gw_call_end_name((enum gw_call_end)i), st->ended[i]);
+               gw_device_call_end_name((enum gw_device_call_end)i),
+               st->ended[i]);
     }
     counter(o, "hybridgw_calls_relayed_packets_total",
             "Opus packets relayed from one side of a call to the other.",
@@ -733,7 +741,8 @@ static void ota_part(struct out *o, const struct gw_metrics_sources *src)
            "POST /xiaozhi/ota/ requests, by result.");
     for (int r = 0; r < GW_OTA_RESULT_COUNT_; r++) {
         sample(o, "hybridgw_ota_requests_total", "result",
-               gw_ota_result_name((enum gw_ota_result)r), src->ota->results[r]);
+               gw__api_ota_result_name((enum gw_ota_result)r),
+               src->ota->results[r]);
     }
     counter(o, "hybridgw_ota_bodies_ignored_total",
             "Checks answered from their headers because the body did not "
@@ -872,8 +881,8 @@ static void loop_part(struct out *o, const struct gw_metrics_sources *src)
 #endif
 }
 
-int gw_metrics_format(const struct gw_metrics_sources *src, char **out,
-                      size_t *len)
+int gw__api_metrics_format(const struct gw_metrics_sources *src, char **out,
+                           size_t *len)
 {
     struct out o = {.buf = malloc(INITIAL_CAP), .cap = INITIAL_CAP};
 

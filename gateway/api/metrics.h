@@ -1,6 +1,7 @@
 /*
- * /metrics: the instance's counters in the Prometheus text format
- * (version 0.0.4), every name prefixed hybridgw_.
+ * Where /metrics reads the instance's figures, given by the instance with
+ * the API's environment; metrics.c formats them (Prometheus text format
+ * 0.0.4, every name prefixed hybridgw_).
  */
 #ifndef GW_METRICS_H
 #define GW_METRICS_H
@@ -18,6 +19,7 @@
 #include "gateway/core/counters.h"
 #include "gateway/device/device_table.h"
 #include "gateway/http/http_server.h"
+#include "gateway/session/device_call.h"
 #include "gateway/session/session.h"
 #include "gateway/audio/udp_audio.h"
 
@@ -33,7 +35,8 @@ struct gw_metrics_sources {
     const struct gw_counters *counters;
     const struct gw_sessions *sessions;
     const struct gw_device_table *devices;
-    uint64_t started_ms; /* loop time at start, for uptime */
+    uint64_t started_ms;                 /* loop time at start, for uptime */
+    const struct gw_device_calls *calls; /* device-to-device calls */
     struct gw_mqtt_link *mqtt;
     struct gw_udp_audio *udp;
     struct gw_backend_ws *bws;
@@ -54,9 +57,5 @@ struct gw_metrics_sources {
     /* What instances carry for each other (NULL outside mode hash). */
     struct gw_cluster_rpc *const *crpc;
 };
-
-/* The whole exposition as a heap string (free()); GW_ENOMEM. */
-GW_MUST_CHECK int gw_metrics_format(const struct gw_metrics_sources *src,
-                                    char **out, size_t *len);
 
 #endif /* GW_METRICS_H */

@@ -17,6 +17,7 @@
 #include "codec/client_id.h"
 #include "common/log.h"
 #include "crypto/credential.h"
+#include "gateway/api/http_api_int.h"
 #include "gateway/http/http_server.h"
 
 #define SUBJECT "ota"
@@ -25,7 +26,7 @@
 /* base64 of {"ip":"<45-char IPv6>"}: 4 * ceil(53 / 3) + NUL. */
 #define USERNAME_CAP 80
 
-const char *gw_ota_result_name(enum gw_ota_result r)
+const char *gw__api_ota_result_name(enum gw_ota_result r)
 {
     static const char *const names[] = {
 #define XX(_, text) text,
@@ -36,7 +37,7 @@ const char *gw_ota_result_name(enum gw_ota_result r)
     return (unsigned)r < GW_OTA_RESULT_COUNT_ ? names[r] : "unknown";
 }
 
-bool gw_ota_path(const char *path)
+bool gw__api_ota_path(const char *path)
 {
     return strcmp(path, "/xiaozhi/ota/") == 0 ||
            strcmp(path, "/xiaozhi/ota") == 0;
@@ -213,8 +214,8 @@ static void refuse(struct gw_ota_stats *st, enum gw_ota_result result,
     free(text);
 }
 
-bool gw_ota_head(const struct gw_config *cfg, struct gw_ota_stats *st,
-                 struct gw_http_req *req)
+bool gw__api_ota_head(const struct gw_config *cfg, struct gw_ota_stats *st,
+                      struct gw_http_req *req)
 {
     static const char *const allow[] = {"Allow: POST", NULL};
 
@@ -237,8 +238,8 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void gw_ota_serve(const struct gw_config *cfg, struct gw_ota_stats *st,
-                  struct gw_http_req *req)
+void gw__api_ota_serve(const struct gw_config *cfg, struct gw_ota_stats *st,
+                       struct gw_http_req *req)
 {
     struct gw_ota_headers h = {
         .device_id = gw_http_req_header(req, "device-id"),

@@ -31,27 +31,11 @@ enum gw_ota_result {
         GW_OTA_RESULT_COUNT_
 };
 
-const char *gw_ota_result_name(enum gw_ota_result r);
-
 /* Owned by the HTTP API, read by /metrics. */
 struct gw_ota_stats {
     uint64_t results[GW_OTA_RESULT_COUNT_];
     uint64_t bodies_ignored; /* issued from the headers alone */
 };
-
-/* True for the paths the firmware's default OTA URL ends in. */
-bool gw_ota_path(const char *path);
-
-/*
- * The head checks of an OTA request (after Host and Origin): 404 while
- * off, 405 unless POST. Returns false when it has answered.
- */
-bool gw_ota_head(const struct gw_config *cfg, struct gw_ota_stats *st,
-                 struct gw_http_req *req);
-
-/* Answers a request that passed gw_ota_head, its body read. */
-void gw_ota_serve(const struct gw_config *cfg, struct gw_ota_stats *st,
-                  struct gw_http_req *req);
 
 /*
  * The answer to a parsed request as JSON text (free() it): the mqtt

@@ -24,9 +24,9 @@ static const char *const kept_custom[] = {
 
 /* ---- requests ---------------------------------------------------------- */
 
-void gw_http_req_destroy(struct gw_http_req *req)
+void gw__http_req_destroy(struct gw_http_req *req)
 {
-    gw_http_watch_stop(req);
+    gw__http_watch_stop(req);
     if (req->wsi != NULL) {
         lws_set_wsi_user(req->wsi, NULL); /* lws never sees req again */
     }
@@ -53,7 +53,7 @@ void gw_http_req_destroy(struct gw_http_req *req)
  * The connection is gone (or the server closes): a request the handler
  * still owes an answer, or a stream not ended, is reported once.
  */
-void gw_http_req_lost(struct gw_http_req *req)
+void gw__http_req_lost(struct gw_http_req *req)
 {
     bool owed = req->state == REQ_WAITING || req->state == REQ_STREAMING;
 
@@ -67,7 +67,7 @@ void gw_http_req_lost(struct gw_http_req *req)
         req->gone_cb(req, req->gone_arg);
         req->srv->busy--;
     }
-    gw_http_req_destroy(req);
+    gw__http_req_destroy(req);
 }
 
 /* Drops the connection from the loop; lws reports its close later. */
@@ -75,7 +75,7 @@ static void req_kill(struct gw_http_req *req)
 {
     if (!req->killed && req->wsi != NULL) {
         req->killed = true;
-        gw_http_conn_kill(req->wsi);
+        gw__http_conn_kill(req->wsi);
     }
 }
 
@@ -285,8 +285,8 @@ static bool has_token(const char *list, const char *token)
     return false;
 }
 
-struct gw_http_req *gw_http_req_create(struct gw_http_server *srv,
-                                       struct lws *wsi)
+struct gw_http_req *gw__http_req_create(struct gw_http_server *srv,
+                                        struct lws *wsi)
 {
     struct gw_http_req *req = calloc(1, sizeof(*req));
 
@@ -301,7 +301,7 @@ struct gw_http_req *gw_http_req_create(struct gw_http_server *srv,
     copy_peer(req);
     if (copy_request_line(req) != 0 || copy_query(req) != 0 ||
         copy_headers(req) != 0) {
-        gw_http_req_destroy(req);
+        gw__http_req_destroy(req);
         return NULL;
     }
     req->keep_alive =
@@ -342,11 +342,11 @@ static int add_header(struct gw_http_req *req, const char *name,
     return 0;
 }
 
-struct gw_http_req *gw_http_req_create_detached(struct gw_http_server *srv,
-                                                const char *method,
-                                                const char *target,
-                                                const char *const *headers,
-                                                size_t n_headers)
+struct gw_http_req *gw__http_req_create_detached(struct gw_http_server *srv,
+                                                 const char *method,
+                                                 const char *target,
+                                                 const char *const *headers,
+                                                 size_t n_headers)
 {
     struct gw_http_req *req;
     size_t mlen = strlen(method);
@@ -374,7 +374,7 @@ struct gw_http_req *gw_http_req_create_detached(struct gw_http_server *srv,
         }
     }
     if (req->path == NULL || req->query == NULL) {
-        gw_http_req_destroy(req);
+        gw__http_req_destroy(req);
         return NULL;
     }
     req->head = strcmp(req->method, "HEAD") == 0;
@@ -477,7 +477,7 @@ static void out_push(struct gw_http_req *req, struct out_buf *o)
     }
     req->out_tail = o;
     req->out_bytes += o->len;
-    gw_http_watch_write(req);
+    gw__http_watch_write(req);
 }
 
 /*
@@ -576,7 +576,7 @@ int gw_http_respond(struct gw_http_req *req, int status,
 }
 
 /* An answer of the server's own, before any handler saw the request. */
-void gw_http_req_refuse(struct gw_http_req *req, int status, const char *why)
+void gw__http_req_refuse(struct gw_http_req *req, int status, const char *why)
 {
     char body[160];
     int n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}", why);
@@ -669,7 +669,7 @@ void gw_http_stream_end(struct gw_http_req *req)
     }
     if (!req->http11 || req->head) {
         req->keep_alive = req->keep_alive && req->head;
-        gw_http_watch_write(req); /* completes once the queue is out */
+        gw__http_watch_write(req); /* completes once the queue is out */
         return;
     }
     o = out_alloc(5);

@@ -1,15 +1,15 @@
 /*
- * The HTTP/1.1 server: a listening socket of our own (any address family,
- * port 0 for tests) whose connections a private libwebsockets context on
- * the instance's loop adopts. lws parses requests and keeps connections
- * alive between them; this file hands each request to the handler and
- * writes its answer (queued by http_request.c) while lws waits.
+ * The HTTP/1.1 server: a listening socket of our own (http_listener.c:
+ * any address family, port 0 for tests) whose connections a private
+ * libwebsockets context on the instance's loop adopts. lws parses
+ * requests and keeps connections alive between them; this file hands
+ * each request to the handler and writes its answer (queued by
+ * http_request.c) while lws waits.
  */
 #include "gateway/http/http_server.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +18,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <libwebsockets.h>
@@ -26,15 +25,12 @@
 #include "gateway/http/http_server_int.h"
 #include "common/log.h"
 
-#define SUBJECT         "http"
-#define HEADER_DATA     8192 /* request headers lws keeps */
-#define ACCEPT_BATCH    32
-#define ACCEPT_PAUSE_MS 100 /* after running out of descriptors */
-#define KEEPALIVE_S     60  /* idle keep-alive connections */
-#define BODY_TIMEOUT_S  30  /* between two pieces of a body */
-#define TICK_MS         1
-#define BODY_FIRST      4096  /* a body's first buffer, doubled as it grows */
-#define REFUSED_LOG_MS  10000 /* one line per this for refused connections */
+#define SUBJECT        "http"
+#define HEADER_DATA    8192 /* request headers lws keeps */
+#define KEEPALIVE_S    60   /* idle keep-alive connections */
+#define BODY_TIMEOUT_S 30   /* between two pieces of a body */
+#define TICK_MS        1
+#define BODY_FIRST     4096 /* a body's first buffer, doubled as it grows */
 
 static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
                   void *in, size_t len);
@@ -64,9 +60,8 @@ struct watch {
 };
 
 static void handle_done(struct gw_http_server *srv);
-static void addr_release(struct gw_http_server *srv, struct conn_addr *a);
 
-void gw_http_conn_kill(struct lws *wsi)
+void gw__http_conn_kill(struct lws *wsi)
 {
     lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
     /* lws re-arms its timer only when it runs: make it run now. */
@@ -83,7 +78,7 @@ static void on_watch_closed(uv_handle_t *handle)
     handle_done(srv);
 }
 
-void gw_http_watch_stop(struct gw_http_req *req)
+void gw__http_watch_stop(struct gw_http_req *req)
 {
     struct watch *w = req->watch;
 
@@ -101,9 +96,9 @@ static void drop(struct gw_http_req *req, const char *why)
 
     GW_LOG(GW_LOG_DEBUG, SUBJECT, "%s %.128s from %s: %s", req->method,
            req->path, req->peer, why);
-    gw_http_req_lost(req);
+    gw__http_req_lost(req);
     if (wsi != NULL) {
-        gw_http_conn_kill(wsi);
+        gw__http_conn_kill(wsi);
     }
 }
 
@@ -114,7 +109,7 @@ static void complete(struct gw_http_req *req)
     bool keep = req->keep_alive; /* never after a refusal */
     bool paused = req->rx_paused;
 
-    gw_http_req_destroy(req);
+    gw__http_req_destroy(req);
     if (keep) {
         if (paused) {
             lws_rx_flow_control(wsi, 1); /* a pipelined request may wait */
@@ -123,7 +118,7 @@ static void complete(struct gw_http_req *req)
             return;
         }
     }
-    gw_http_conn_kill(wsi);
+    gw__http_conn_kill(wsi);
 }
 
 /* Writes what the socket takes: 1 when all is out, 0 for later, or -1. */
@@ -227,7 +222,7 @@ static int watch_start(struct gw_http_req *req)
     return 0;
 }
 
-void gw_http_watch_write(struct gw_http_req *req)
+void gw__http_watch_write(struct gw_http_req *req)
 {
     if (req->watch != NULL) {
         watch_events(req->watch, UV_DISCONNECT | UV_WRITABLE);
@@ -235,7 +230,7 @@ void gw_http_watch_write(struct gw_http_req *req)
         gw_log(GW_LOG_WARN, SUBJECT, "%s: out of descriptors; closing",
                req->peer);
         req->killed = true;
-        gw_http_conn_kill(req->wsi);
+        gw__http_conn_kill(req->wsi);
     }
 }
 
@@ -258,7 +253,7 @@ static bool hold_connection(struct gw_http_req *req)
                req->peer);
         req->state = REQ_FINISHING;
         req->killed = true;
-        gw_http_conn_kill(req->wsi);
+        gw__http_conn_kill(req->wsi);
         return false;
     }
     return true;
@@ -350,12 +345,12 @@ static bool begin(struct gw_http_req *req)
         gw_http_content_length(gw_http_req_header(req, "content-length"));
 
     if (len < -1) {
-        gw_http_req_refuse(req, 400, "bad Content-Length");
+        gw__http_req_refuse(req, 400, "bad Content-Length");
     } else if (gw_http_req_header(req, "transfer-encoding") != NULL) {
         /* lws reads no chunked bodies */
-        gw_http_req_refuse(req, 411, "a body needs Content-Length");
+        gw__http_req_refuse(req, 411, "a body needs Content-Length");
     } else if (len > (long long)req->srv->max_body) {
-        gw_http_req_refuse(req, 413, "body too large");
+        gw__http_req_refuse(req, 413, "body too large");
     } else if (!head_ok(req)) {
         /* refused by the owner from the head alone */
     } else if (len < 0 && (strcmp(req->method, "POST") == 0 ||
@@ -391,13 +386,13 @@ static int on_http(struct gw_http_server *srv, struct lws *wsi,
         /* Input is paused until an answer is out: never here. */
         gw_log(GW_LOG_WARN, SUBJECT, "%s: request before an answer; closing",
                open->peer);
-        gw_http_req_lost(open);
+        gw__http_req_lost(open);
         return -1;
     }
     if (srv->phase != SRV_RUNNING) {
         return -1;
     }
-    req = gw_http_req_create(srv, wsi);
+    req = gw__http_req_create(srv, wsi);
     if (req == NULL) {
         gw_log(GW_LOG_WARN, SUBJECT, "out of memory for a request; closing");
         return -1;
@@ -440,7 +435,7 @@ static int on_body(struct gw_http_req *req, const void *in, size_t len)
         return -1; /* lws stops at Content-Length; never here */
     }
     if (!body_reserve(req, len)) {
-        gw_http_req_refuse(req, 503, "out of memory");
+        gw__http_req_refuse(req, 503, "out of memory");
         return 0;
     }
     memcpy(req->body + req->body_len, in, len);
@@ -452,7 +447,7 @@ static void on_body_done(struct gw_http_req *req)
 {
     if (req != NULL && req->state == REQ_READING) {
         if (!body_reserve(req, 0)) {
-            gw_http_req_refuse(req, 503, "out of memory");
+            gw__http_req_refuse(req, 503, "out of memory");
             return;
         }
         req->body[req->body_len] = '\0';
@@ -497,11 +492,11 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
     case LWS_CALLBACK_CLOSED_HTTP:
     case LWS_CALLBACK_WSI_DESTROY:
         if (req != NULL) {
-            gw_http_req_lost(req);
+            gw__http_req_lost(req);
         }
         if (reason == LWS_CALLBACK_WSI_DESTROY &&
             lws_get_opaque_user_data(wsi) != NULL) {
-            addr_release(srv, lws_get_opaque_user_data(wsi));
+            gw__http_addr_release(srv, lws_get_opaque_user_data(wsi));
             lws_set_opaque_user_data(wsi, NULL);
         }
         return 0;
@@ -514,231 +509,6 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
     default:
         return lws_callback_http_dummy(wsi, reason, user, in, len);
     }
-}
-
-/* ---- the listener ------------------------------------------------------ */
-
-static void on_accept(uv_poll_t *poll, int status, int events);
-
-static void on_accept_resume(uv_timer_t *timer)
-{
-    struct gw_http_server *srv = timer->data;
-
-    if (srv->phase == SRV_RUNNING) {
-        uv_poll_start(&srv->listener, UV_READABLE, on_accept);
-    }
-}
-
-/* The client's address as a table key (IPv4 v4-mapped) and as text. */
-static void addr_key(const struct sockaddr_storage *ss, unsigned char key[16],
-                     char *text, size_t cap)
-{
-    memset(key, 0, 16);
-    snprintf(text, cap, "?");
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
-        key[10] = key[11] = 0xff;
-        memcpy(key + 12, &s4->sin_addr, 4);
-        inet_ntop(AF_INET, &s4->sin_addr, text, (socklen_t)cap);
-    } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-        memcpy(key, &s6->sin6_addr, 16);
-        if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
-            inet_ntop(AF_INET, key + 12, text, (socklen_t)cap);
-        } else {
-            inet_ntop(AF_INET6, &s6->sin6_addr, text, (socklen_t)cap);
-        }
-    }
-}
-
-/* One connection less from a's address. */
-static void addr_release(struct gw_http_server *srv, struct conn_addr *a)
-{
-    srv->stats.connections--;
-    srv->addr_released = true;
-    if (--a->n == 0) {
-        HASH_DEL(srv->addrs, a);
-        free(a);
-    }
-}
-
-/* Refusals come in floods: one line per REFUSED_LOG_MS says how many. */
-static void log_refused(struct gw_http_server *srv, const char *peer,
-                        const char *why)
-{
-    uint64_t now = uv_now(srv->loop);
-
-    srv->stats.connections_refused++;
-    if (srv->refused_logged_ms != 0 &&
-        now - srv->refused_logged_ms < REFUSED_LOG_MS) {
-        srv->refused_unlogged++;
-        return;
-    }
-    gw_log(GW_LOG_WARN, SUBJECT,
-           "connection from %s refused: %s (%llu more refused before)", peer,
-           why, (unsigned long long)srv->refused_unlogged);
-    srv->refused_logged_ms = now;
-    srv->refused_unlogged = 0;
-}
-
-/*
- * Counts the new connection against the limits: its address's entry
- * (held by the connection until lws destroys it), or NULL when refused.
- */
-static struct conn_addr *admit(struct gw_http_server *srv,
-                               const struct sockaddr_storage *ss)
-{
-    unsigned char key[16];
-    char peer[INET6_ADDRSTRLEN];
-    struct conn_addr *a = NULL;
-
-    addr_key(ss, key, peer, sizeof(peer));
-    if (srv->max_conns != 0 && srv->stats.connections >= srv->max_conns) {
-        log_refused(srv, peer, "http.max_connections reached");
-        return NULL;
-    }
-    HASH_FIND(hh, srv->addrs, key, sizeof(key), a);
-    if (a != NULL && srv->max_per_addr != 0 && a->n >= srv->max_per_addr) {
-        log_refused(srv, peer, "http.max_connections_per_address reached");
-        return NULL;
-    }
-    if (a == NULL) {
-        if ((a = calloc(1, sizeof(*a))) == NULL) {
-            log_refused(srv, peer, "out of memory");
-            return NULL;
-        }
-        memcpy(a->key, key, sizeof(key));
-        HASH_ADD(hh, srv->addrs, key, sizeof(a->key), a);
-        if (!GW_HASH_ADDED(a, hh)) {
-            free(a);
-            log_refused(srv, peer, "out of memory");
-            return NULL;
-        }
-    }
-    a->n++;
-    srv->stats.connections++;
-    return a;
-}
-
-static void adopt(struct gw_http_server *srv, int fd,
-                  const struct sockaddr_storage *ss)
-{
-    struct conn_addr *a = admit(srv, ss);
-    lws_adopt_desc_t desc;
-    int one = 1;
-
-    if (a == NULL) {
-        close(fd); /* at once: nothing is read or kept */
-        return;
-    }
-    /* Stream events are small writes that must not wait for ACKs. */
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    memset(&desc, 0, sizeof(desc));
-    desc.vh = srv->vh;
-    desc.type = LWS_ADOPT_SOCKET | LWS_ADOPT_HTTP;
-    desc.fd.sockfd = fd;
-    desc.opaque = a; /* given back when lws destroys the connection */
-    srv->addr_released = false;
-    if (lws_adopt_descriptor_vhost_via_info(&desc) == NULL) {
-        gw_log(GW_LOG_WARN, SUBJECT, "connection refused by lws");
-        if (!srv->addr_released) {
-            addr_release(srv, a);
-        }
-    }
-}
-
-static void on_accept(uv_poll_t *poll, int status, int events)
-{
-    struct gw_http_server *srv = poll->data;
-
-    (void)events;
-    if (status < 0) {
-        gw_log(GW_LOG_WARN, SUBJECT, "listener: %s", uv_strerror(status));
-        return;
-    }
-    for (int i = 0; i < ACCEPT_BATCH; i++) {
-        struct sockaddr_storage ss;
-        socklen_t len = sizeof(ss);
-        int fd = accept4(srv->fd, (struct sockaddr *)&ss, &len,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED)) {
-            continue;
-        }
-        if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-                errno == ENOMEM) {
-                /* The socket stays readable: pause instead of spinning. */
-                gw_log(GW_LOG_WARN, SUBJECT, "cannot accept: %s",
-                       strerror(errno));
-                uv_poll_stop(poll);
-                uv_timer_start(&srv->timer, on_accept_resume, ACCEPT_PAUSE_MS,
-                               0);
-            }
-            return;
-        }
-        adopt(srv, fd, &ss);
-    }
-}
-
-/* host: an IP literal (IPv6 with or without brackets) or a name. */
-static int listen_on(struct gw_http_server *srv, const char *host, int port)
-{
-    struct addrinfo hints, *res = NULL;
-    char name[256], service[8];
-    size_t n = strlen(host);
-    int rc, err = EADDRNOTAVAIL;
-
-    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
-        host++;
-        n -= 2;
-    }
-    if (n >= sizeof(name) || port < 0 || port > 65535) {
-        gw_log(GW_LOG_ERROR, SUBJECT, "cannot listen on %s:%d", host, port);
-        return GW_ECONFIG;
-    }
-    memcpy(name, host, n);
-    name[n] = '\0';
-    snprintf(service, sizeof(service), "%d", port);
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    rc = getaddrinfo(name, service, &hints, &res);
-    if (rc != 0) {
-        gw_log(GW_LOG_ERROR, SUBJECT, "cannot listen on %s:%d: %s", name, port,
-               gai_strerror(rc));
-        return GW_ECONFIG;
-    }
-    for (struct addrinfo *ai = res; ai != NULL && srv->fd < 0;
-         ai = ai->ai_next) {
-        int one = 1;
-        int fd = socket(ai->ai_family,
-                        SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            err = errno;
-            continue;
-        }
-        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-            listen(fd, SOMAXCONN) == 0) {
-            srv->fd = fd;
-        } else {
-            err = errno;
-            close(fd);
-        }
-    }
-    freeaddrinfo(res);
-    if (srv->fd < 0) {
-        gw_log(GW_LOG_ERROR, SUBJECT, "cannot listen on %s:%d: %s", name, port,
-               strerror(err));
-        return GW_ECONFIG;
-    }
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    getsockname(srv->fd, (struct sockaddr *)&ss, &len);
-    srv->port =
-        ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                       : ((struct sockaddr_in *)&ss)->sin_port);
-    return 0;
 }
 
 /* ---- the server -------------------------------------------------------- */
@@ -789,7 +559,7 @@ int gw_http_server_init(uv_loop_t *loop, const struct gw_http_server_options *o,
                             ? (size_t)o->max_connections_per_address
                             : 0;
     srv->arg = o->arg;
-    rc = listen_on(srv, o->listen, o->port);
+    rc = gw__http_listen(srv, o->listen, o->port);
     if (rc == 0 && (rc = create_context(srv)) != 0) {
         close(srv->fd);
     }
@@ -811,7 +581,7 @@ int gw_http_server_init(uv_loop_t *loop, const struct gw_http_server_options *o,
     srv->listener.data = srv;
     srv->handles_open = 2;
     srv->listening = true;
-    uv_poll_start(&srv->listener, UV_READABLE, on_accept);
+    gw__http_accept_start(srv);
     *out = srv;
     return 0;
 }
@@ -862,7 +632,7 @@ int gw_http_server_inject(struct gw_http_server *srv, const char *method,
         method == NULL || target == NULL || (body == NULL && len > 0)) {
         return GW_EINVAL;
     }
-    req = gw_http_req_create_detached(srv, method, target, headers, n_headers);
+    req = gw__http_req_create_detached(srv, method, target, headers, n_headers);
     if (req == NULL) {
         return GW_EPROTO;
     }
@@ -877,16 +647,16 @@ int gw_http_server_inject(struct gw_http_server *srv, const char *method,
             off += n;
         }
         if (req->state == REQ_READING && off < req->body_want) {
-            gw_http_req_lost(req); /* the client left mid-body */
+            gw__http_req_lost(req); /* the client left mid-body */
             return 0;
         }
         on_body_done(req);
     }
     status = queued_status(req);
     if (req->state == REQ_FINISHING) {
-        gw_http_req_destroy(req);
+        gw__http_req_destroy(req);
     } else {
-        gw_http_req_lost(req); /* a kept request: the client leaves */
+        gw__http_req_lost(req); /* a kept request: the client leaves */
     }
     return status;
 }
@@ -916,19 +686,13 @@ void gw_http_server_get_stats(const struct gw_http_server *srv,
 
 static void handle_done(struct gw_http_server *srv)
 {
-    struct conn_addr *a, *tmp;
-
     if (--srv->handles_open > 0) {
         return;
     }
     if (srv->close_cb != NULL) {
         srv->close_cb(srv, srv->close_arg);
     }
-    HASH_ITER(hh, srv->addrs, a, tmp) /* lws destroyed every connection */
-    {
-        HASH_DEL(srv->addrs, a);
-        free(a);
-    }
+    gw__http_addrs_free(srv); /* lws destroyed every connection */
     free(srv);
 }
 
@@ -950,9 +714,9 @@ static void drop_all(struct gw_http_server *srv)
         struct gw_http_req *req =
             GW_LIST_ENTRY(gw_list_first(&srv->reqs), struct gw_http_req, link);
         struct lws *wsi = req->wsi;
-        gw_http_req_lost(req); /* may answer or end others */
+        gw__http_req_lost(req); /* may answer or end others */
         if (wsi != NULL) {
-            gw_http_conn_kill(wsi);
+            gw__http_conn_kill(wsi);
         }
     }
 }

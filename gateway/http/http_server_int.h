@@ -1,7 +1,8 @@
 /*
- * What the two files of the HTTP server share: the server and its
- * connections (http_server.c) and one request with its answer
- * (http_request.c).
+ * What the files of the HTTP server share: the server and its
+ * connections (http_server.c), its listening socket and the connection
+ * caps (http_listener.c), and one request with its answer
+ * (http_request.c). Private to gateway/http/.
  */
 #ifndef GW_HTTP_SERVER_INT_H
 #define GW_HTTP_SERVER_INT_H
@@ -119,40 +120,57 @@ struct gw_http_server {
 
 /* A request whose head lws parsed, copied out and tied to wsi; NULL on
  * OOM (http_request.c). */
-struct gw_http_req *gw_http_req_create(struct gw_http_server *srv,
-                                       struct lws *wsi);
+struct gw_http_req *gw__http_req_create(struct gw_http_server *srv,
+                                        struct lws *wsi);
 
 /*
  * A request without a connection (gw_http_server_inject): method, target
  * "path[?query]" and headers as name, value pairs; NULL when the request
  * line is not one lws would pass, or on OOM (http_request.c).
  */
-struct gw_http_req *gw_http_req_create_detached(struct gw_http_server *srv,
-                                                const char *method,
-                                                const char *target,
-                                                const char *const *headers,
-                                                size_t n_headers);
+struct gw_http_req *gw__http_req_create_detached(struct gw_http_server *srv,
+                                                 const char *method,
+                                                 const char *target,
+                                                 const char *const *headers,
+                                                 size_t n_headers);
 
 /* Unties req from its connection and frees it (http_request.c). */
-void gw_http_req_destroy(struct gw_http_req *req);
+void gw__http_req_destroy(struct gw_http_req *req);
 
 /*
  * The connection is gone or the server closes: on_gone if an answer or
  * the end of a stream was still due, then the request is freed
  * (http_request.c).
  */
-void gw_http_req_lost(struct gw_http_req *req);
+void gw__http_req_lost(struct gw_http_req *req);
 
 /* Stops req's watch, if any; its handle closes later (http_server.c). */
-void gw_http_watch_stop(struct gw_http_req *req);
+void gw__http_watch_stop(struct gw_http_req *req);
 
 /* Drops a connection from the loop, soon (http_server.c). */
-void gw_http_conn_kill(struct lws *wsi);
+void gw__http_conn_kill(struct lws *wsi);
 
 /* Bytes are queued: they go out when the socket has room (http_server.c). */
-void gw_http_watch_write(struct gw_http_req *req);
+void gw__http_watch_write(struct gw_http_req *req);
+
+/*
+ * Binds and listens on host (an IP literal, IPv6 with or without
+ * brackets, or a name) and port; errors logged, GW_ECONFIG
+ * (http_listener.c).
+ */
+int gw__http_listen(struct gw_http_server *srv, const char *host, int port);
+
+/* Accepts on srv->listener from now on (http_listener.c). */
+void gw__http_accept_start(struct gw_http_server *srv);
+
+/* A connection lws destroyed gives back its address's count
+ * (http_listener.c). */
+void gw__http_addr_release(struct gw_http_server *srv, struct conn_addr *a);
+
+/* Frees what is left of the table of addresses (http_listener.c). */
+void gw__http_addrs_free(struct gw_http_server *srv);
 
 /* Answers before any handler saw the request, and logs why. */
-void gw_http_req_refuse(struct gw_http_req *req, int status, const char *why);
+void gw__http_req_refuse(struct gw_http_req *req, int status, const char *why);
 
 #endif /* GW_HTTP_SERVER_INT_H */

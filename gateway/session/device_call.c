@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "gateway/device/mcp_link.h"
 #include "gateway/session/session.h"
+#include "gateway/session/session_int.h"
 
 #define SUBJECT "call"
 /* The silence frame: what the firmware's decoder expects of a server. */
@@ -27,10 +28,10 @@
 #define API_REQUEST 0
 #define API_ACCEPT  1
 
-struct gw_call {
-    struct gw_list node;           /* in calls (until ENDED) */
-    struct gw_device_calls *owner; /* the registry */
-    enum gw_call_state state;      /* changed only by set_state() */
+struct gw_device_call {
+    struct gw_list node;             /* in calls (until ENDED) */
+    struct gw_device_calls *owner;   /* the registry */
+    enum gw_device_call_state state; /* changed only by set_state() */
     uint64_t serial;
     char caller_mac[GW_CALL_MAC_SIZE];
     char callee_mac[GW_CALL_MAC_SIZE];
@@ -41,36 +42,38 @@ struct gw_call {
     char subject[64]; /* "call=<n> <caller>><callee>": every line */
 };
 
-static const char *const state_names[GW_CALL_STATE_COUNT_] = {
-#define XX(name, text) [GW_CALL_##name] = text,
-    GW_CALL_STATE_MAP(XX)
+static const char *const state_names[GW_DEVICE_CALL_STATE_COUNT_] = {
+#define XX(name, text) [GW_DEVICE_CALL_##name] = text,
+    GW_DEVICE_CALL_STATE_MAP(XX)
 #undef XX
 };
-static const char *const end_names[GW_CALL_END_COUNT_] = {
-#define XX(name, text) [GW_CALL_END_##name] = text,
-    GW_CALL_END_MAP(XX)
+static const char *const end_names[GW_DEVICE_CALL_END_COUNT_] = {
+#define XX(name, text) [GW_DEVICE_CALL_END_##name] = text,
+    GW_DEVICE_CALL_END_MAP(XX)
 #undef XX
 };
-static const char *const answer_names[GW_CALL_ANSWER_COUNT_] = {
-#define XX(name, text) [GW_CALL_ANSWER_##name] = text,
-    GW_CALL_ANSWER_MAP(XX)
+static const char *const answer_names[GW_DEVICE_CALL_ANSWER_COUNT_] = {
+#define XX(name, text) [GW_DEVICE_CALL_ANSWER_##name] = text,
+    GW_DEVICE_CALL_ANSWER_MAP(XX)
 #undef XX
 };
 
-const char *gw_call_state_name(enum gw_call_state state)
+const char *gw_device_call_state_name(enum gw_device_call_state state)
 {
-    return (unsigned)state < GW_CALL_STATE_COUNT_ ? state_names[state] : "?";
+    return (unsigned)state < GW_DEVICE_CALL_STATE_COUNT_ ? state_names[state]
+                                                         : "?";
 }
 
-const char *gw_call_end_name(enum gw_call_end why)
+const char *gw_device_call_end_name(enum gw_device_call_end why)
 {
-    return (unsigned)why < GW_CALL_END_COUNT_ ? end_names[why] : "?";
+    return (unsigned)why < GW_DEVICE_CALL_END_COUNT_ ? end_names[why] : "?";
 }
 
-const char *gw_call_answer_name(enum gw_call_answer answer)
+const char *gw_device_call_answer_name(enum gw_device_call_answer answer)
 {
-    return (unsigned)answer < GW_CALL_ANSWER_COUNT_ ? answer_names[answer]
-                                                    : "?";
+    return (unsigned)answer < GW_DEVICE_CALL_ANSWER_COUNT_
+               ? answer_names[answer]
+               : "?";
 }
 
 /* Encoded once: a frame of digital silence, as a device would send it. */
@@ -96,32 +99,25 @@ static void encode_silence(struct gw_device_calls *c)
     opus_encoder_destroy(enc);
 }
 
-void gw_device_calls_init(struct gw_device_calls *c,
-                          const struct gw_device_calls_env *env)
-{
-    memset(c, 0, sizeof(*c));
-    c->env = *env;
-    gw_list_init(&c->calls);
-    encode_silence(c);
-}
-
 /* ---- state -------------------------------------------------------------- */
 
-static void set_state(struct gw_call *call, enum gw_call_state next)
+static void set_state(struct gw_device_call *call,
+                      enum gw_device_call_state next)
 {
     struct gw_device_calls *c = call->owner;
 
     GW_LOG(GW_LOG_DEBUG, call->subject, "state %s -> %s",
-           gw_call_state_name(call->state), gw_call_state_name(next));
-    GW_ASSERT(call->state != GW_CALL_ENDED);
-    if (call->state == GW_CALL_RINGING) {
+           gw_device_call_state_name(call->state),
+           gw_device_call_state_name(next));
+    GW_ASSERT(call->state != GW_DEVICE_CALL_ENDED);
+    if (call->state == GW_DEVICE_CALL_RINGING) {
         c->n_ringing--;
     } else {
         c->n_bridged--;
     }
-    if (next == GW_CALL_BRIDGED) {
+    if (next == GW_DEVICE_CALL_BRIDGED) {
         c->n_bridged++;
-    } else if (next == GW_CALL_RINGING) {
+    } else if (next == GW_DEVICE_CALL_RINGING) {
         c->n_ringing++;
     } else {
         gw_list_unlink(&call->node);
@@ -138,18 +134,18 @@ static void on_timer_closed(uv_handle_t *h)
  * The call is over: both sessions let go of it (neither is ended here;
  * the caller decides that), counted, logged, memory on the timer's close.
  */
-static void call_end(struct gw_call *call, enum gw_call_end why)
+static void call_end(struct gw_device_call *call, enum gw_device_call_end why)
 {
     struct gw_device_calls *c = call->owner;
     uint64_t now = uv_now(c->env.loop);
 
-    if (call->state == GW_CALL_ENDED) {
+    if (call->state == GW_DEVICE_CALL_ENDED) {
         return;
     }
     gw_log(GW_LOG_INFO, call->subject, "call ended: %s after %" PRIu64 " ms%s",
-           gw_call_end_name(why), now - call->started_ms,
-           call->state == GW_CALL_BRIDGED ? " (bridged)" : " (ringing)");
-    set_state(call, GW_CALL_ENDED);
+           gw_device_call_end_name(why), now - call->started_ms,
+           call->state == GW_DEVICE_CALL_BRIDGED ? " (bridged)" : " (ringing)");
+    set_state(call, GW_DEVICE_CALL_ENDED);
     c->stats.ended[why]++;
     if (call->caller != NULL) {
         call->caller->call = NULL;
@@ -164,29 +160,31 @@ static void call_end(struct gw_call *call, enum gw_call_end why)
 /* Unanswered: the caller's conversation ends with a goodbye. */
 static void on_ring_timeout(uv_timer_t *t)
 {
-    struct gw_call *call = t->data;
+    struct gw_device_call *call = t->data;
     struct gw_session *caller = call->caller;
 
-    call_end(call, GW_CALL_END_EXPIRED);
+    call_end(call, GW_DEVICE_CALL_END_EXPIRED);
     if (caller != NULL) {
         gw_session_end(caller, GW_END_CALL_ENDED);
     }
 }
 
-void gw_device_call_leave(struct gw_session *s)
+/* s ends while in a call (the session table's call_ops.leave). */
+static void on_leave(void *arg, struct gw_session *s)
 {
-    struct gw_call *call = s->call;
+    struct gw_device_call *call = s->call;
 
+    (void)arg;
     if (call == NULL) {
         return;
     }
-    if (call->state == GW_CALL_RINGING) {
+    if (call->state == GW_DEVICE_CALL_RINGING) {
         /* Only the caller is in a ringing call. */
-        call_end(call, GW_CALL_END_CALLER_LEFT);
+        call_end(call, GW_DEVICE_CALL_END_CALLER_LEFT);
         return;
     }
     struct gw_session *other = s == call->caller ? call->callee : call->caller;
-    call_end(call, GW_CALL_END_HANGUP);
+    call_end(call, GW_DEVICE_CALL_END_HANGUP);
     if (other != NULL) {
         gw_session_end(other, GW_END_CALL_ENDED); /* its goodbye */
     }
@@ -194,13 +192,14 @@ void gw_device_call_leave(struct gw_session *s)
 
 /* ---- audio -------------------------------------------------------------- */
 
-void gw_device_call_on_uplink(struct gw_session *s, const uint8_t *opus,
-                              size_t len)
+/* A valid uplink packet of a session in a call (call_ops.on_uplink). */
+static void on_uplink(void *arg, struct gw_session *s, const uint8_t *opus,
+                      size_t len)
 {
-    struct gw_call *call = s->call;
-    struct gw_device_calls *c = call->owner;
+    struct gw_device_call *call = s->call;
+    struct gw_device_calls *c = arg;
 
-    if (call->state == GW_CALL_RINGING) {
+    if (call->state == GW_DEVICE_CALL_RINGING) {
         /* A waiting caller hears silence, one frame per frame it sends,
          * so its channel stays fed at its own pace. */
         if (c->silence_len > 0 &&
@@ -220,8 +219,23 @@ void gw_device_call_on_uplink(struct gw_session *s, const uint8_t *opus,
     }
 }
 
-/* ---- the API --------------------------------------------------------------
- */
+void gw_device_calls_init(struct gw_device_calls *c,
+                          const struct gw_device_calls_env *env)
+{
+    const struct gw_session_call_ops ops = {
+        .on_uplink = on_uplink,
+        .leave = on_leave,
+        .arg = c,
+    };
+
+    memset(c, 0, sizeof(*c));
+    c->env = *env;
+    gw_list_init(&c->calls);
+    encode_silence(c);
+    gw__session_set_call_ops(env->sessions, &ops);
+}
+
+/* ---- the API ----------------------------------------------------------- */
 
 /* An online device whose client id carries mac, or NULL. O(devices), as
  * the Node gateway's own lookup; calls are rare. */
@@ -241,14 +255,15 @@ static struct gw_device *device_by_mac(const struct gw_device_table *t,
 }
 
 /* The ringing or bridged call a MAC takes part in, or NULL. */
-static struct gw_call *call_of_mac(struct gw_device_calls *c, const char *mac,
-                                   bool as_callee_only)
+static struct gw_device_call *call_of_mac(struct gw_device_calls *c,
+                                          const char *mac, bool as_callee_only)
 {
     struct gw_list *it, *tmp;
 
     GW_LIST_FOREACH_SAFE(it, tmp, &c->calls)
     {
-        struct gw_call *call = GW_LIST_ENTRY(it, struct gw_call, node);
+        struct gw_device_call *call =
+            GW_LIST_ENTRY(it, struct gw_device_call, node);
         if (strcmp(call->callee_mac, mac) == 0 ||
             (!as_callee_only && strcmp(call->caller_mac, mac) == 0)) {
             return call;
@@ -258,16 +273,17 @@ static struct gw_call *call_of_mac(struct gw_device_calls *c, const char *mac,
 }
 
 /* {"status":..,"message":..} with its counter and one log line. */
-static int answer(struct gw_device_calls *c, int route, enum gw_call_answer a,
-                  const char *message, const char *peer_mac, cJSON **out)
+static int answer(struct gw_device_calls *c, int route,
+                  enum gw_device_call_answer a, const char *message,
+                  const char *peer_mac, cJSON **out)
 {
     cJSON *doc = cJSON_CreateObject();
 
     c->stats.answers[route][a]++;
-    if (doc != NULL && a == GW_CALL_ANSWER_BAD_REQUEST) {
+    if (doc != NULL && a == GW_DEVICE_CALL_ANSWER_BAD_REQUEST) {
         cJSON_AddStringToObject(doc, "error", message);
     } else if (doc != NULL) {
-        cJSON_AddStringToObject(doc, "status", gw_call_answer_name(a));
+        cJSON_AddStringToObject(doc, "status", gw_device_call_answer_name(a));
         if (message != NULL) {
             cJSON_AddStringToObject(doc, "message", message);
         }
@@ -276,7 +292,7 @@ static int answer(struct gw_device_calls *c, int route, enum gw_call_answer a,
         }
     }
     *out = doc;
-    return a == GW_CALL_ANSWER_BAD_REQUEST ? 400 : 200;
+    return a == GW_DEVICE_CALL_ANSWER_BAD_REQUEST ? 400 : 200;
 }
 
 /* A device's session that can join a call: active and in none. */
@@ -302,7 +318,7 @@ static void on_wake_reply(void *arg, const struct gw_mcp_reply *reply)
 
 /* MCP tools/call self.remote_wakeup, action listen: the device opens a
  * conversation, in which its user accepts (or not). */
-static void wake(struct gw_device_calls *c, struct gw_call *call,
+static void wake(struct gw_device_calls *c, struct gw_device_call *call,
                  struct gw_device *callee, const char *nickname)
 {
     char reason[GW_CALL_NICKNAME_MAX + 96];
@@ -328,16 +344,16 @@ static void wake(struct gw_device_calls *c, struct gw_call *call,
 }
 
 /* Both sessions relay to each other from now on. */
-static void bridge(struct gw_call *call, struct gw_session *callee)
+static void bridge(struct gw_device_call *call, struct gw_session *callee)
 {
     struct gw_device_calls *c = call->owner;
     char msg[96];
     int n;
 
     call->callee = callee;
-    gw_session_enter_call(callee, call);
+    gw__session_enter_call(callee, call);
     uv_timer_stop(&call->timer);
-    set_state(call, GW_CALL_BRIDGED);
+    set_state(call, GW_DEVICE_CALL_BRIDGED);
     call->bridged_ms = uv_now(c->env.loop);
     c->stats.bridged++;
     /* The caller learns it was answered; the callee is the one who did. */
@@ -360,29 +376,30 @@ static int call_request(struct gw_device_calls *c, const char *body, size_t len,
     const char *why;
     struct gw_device *target, *caller_dev;
     struct gw_session *caller;
-    struct gw_call *call;
+    struct gw_device_call *call;
 
     if (gw_call_request_parse(body, len, &rq, &why) != 0) {
         gw_log(GW_LOG_WARN, SUBJECT, "call request from %s: 400 %s", peer, why);
-        return answer(c, API_REQUEST, GW_CALL_ANSWER_BAD_REQUEST, why, NULL,
-                      out);
+        return answer(c, API_REQUEST, GW_DEVICE_CALL_ANSWER_BAD_REQUEST, why,
+                      NULL, out);
     }
     target = device_by_mac(c->env.devices, rq.target_mac);
     if (target == NULL) {
         gw_log(GW_LOG_INFO, SUBJECT, "call request %s>%s from %s: offline",
                rq.caller_mac, rq.target_mac, peer);
-        return answer(c, API_REQUEST, GW_CALL_ANSWER_OFFLINE,
+        return answer(c, API_REQUEST, GW_DEVICE_CALL_ANSWER_OFFLINE,
                       "the target device is not online", NULL, out);
     }
     /* The other side asked for us first: both are in, as with an accept. */
     call = call_of_mac(c, rq.target_mac, false);
-    if (call != NULL && call->state == GW_CALL_RINGING &&
+    if (call != NULL && call->state == GW_DEVICE_CALL_RINGING &&
         strcmp(call->caller_mac, rq.target_mac) == 0 &&
         strcmp(call->callee_mac, rq.caller_mac) == 0 &&
         (caller = free_session(device_by_mac(c->env.devices, rq.caller_mac))) !=
             NULL) {
         bridge(call, caller);
-        return answer(c, API_REQUEST, GW_CALL_ANSWER_BRIDGED, NULL, NULL, out);
+        return answer(c, API_REQUEST, GW_DEVICE_CALL_ANSWER_BRIDGED, NULL, NULL,
+                      out);
     }
     why = NULL;
     caller_dev = device_by_mac(c->env.devices, rq.caller_mac);
@@ -399,7 +416,8 @@ static int call_request(struct gw_device_calls *c, const char *body, size_t len,
     if (why != NULL) {
         gw_log(GW_LOG_WARN, SUBJECT, "call request %s>%s from %s: error: %s",
                rq.caller_mac, rq.target_mac, peer, why);
-        return answer(c, API_REQUEST, GW_CALL_ANSWER_ERROR, why, NULL, out);
+        return answer(c, API_REQUEST, GW_DEVICE_CALL_ANSWER_ERROR, why, NULL,
+                      out);
     }
     if ((call = calloc(1, sizeof(*call))) == NULL) {
         *out = NULL;
@@ -407,7 +425,7 @@ static int call_request(struct gw_device_calls *c, const char *body, size_t len,
     }
     call->owner = c;
     call->serial = ++c->next_serial;
-    call->state = GW_CALL_RINGING;
+    call->state = GW_DEVICE_CALL_RINGING;
     call->caller = caller;
     call->started_ms = uv_now(c->env.loop);
     memcpy(call->caller_mac, rq.caller_mac, sizeof(call->caller_mac));
@@ -419,14 +437,15 @@ static int call_request(struct gw_device_calls *c, const char *body, size_t len,
     gw_list_insert_tail(&c->calls, &call->node);
     c->n_ringing++;
     c->stats.started++;
-    gw_session_enter_call(caller, call);
+    gw__session_enter_call(caller, call);
     int ring_ms =
         gw_config_live_get(c->env.config)->limits.call_ring_timeout_ms;
     uv_timer_start(&call->timer, on_ring_timeout, (uint64_t)ring_ms, 0);
     gw_log(GW_LOG_INFO, call->subject,
            "ringing (asked by %s, expires in %d ms)", peer, ring_ms);
     wake(c, call, target, rq.nickname);
-    return answer(c, API_REQUEST, GW_CALL_ANSWER_PENDING, NULL, NULL, out);
+    return answer(c, API_REQUEST, GW_DEVICE_CALL_ANSWER_PENDING, NULL, NULL,
+                  out);
 }
 
 static int call_accept(struct gw_device_calls *c, const char *body, size_t len,
@@ -434,19 +453,19 @@ static int call_accept(struct gw_device_calls *c, const char *body, size_t len,
 {
     struct gw_call_accept rq;
     const char *why;
-    struct gw_call *call;
+    struct gw_device_call *call;
     struct gw_session *callee;
 
     if (gw_call_accept_parse(body, len, &rq, &why) != 0) {
         gw_log(GW_LOG_WARN, SUBJECT, "call accept from %s: 400 %s", peer, why);
-        return answer(c, API_ACCEPT, GW_CALL_ANSWER_BAD_REQUEST, why, NULL,
-                      out);
+        return answer(c, API_ACCEPT, GW_DEVICE_CALL_ANSWER_BAD_REQUEST, why,
+                      NULL, out);
     }
     call = call_of_mac(c, rq.mac, true);
-    if (call == NULL || call->state != GW_CALL_RINGING) {
+    if (call == NULL || call->state != GW_DEVICE_CALL_RINGING) {
         gw_log(GW_LOG_WARN, SUBJECT, "call accept for %s from %s: no_pending",
                rq.mac, peer);
-        return answer(c, API_ACCEPT, GW_CALL_ANSWER_NO_PENDING,
+        return answer(c, API_ACCEPT, GW_DEVICE_CALL_ANSWER_NO_PENDING,
                       "no call is waiting for this device", NULL, out);
     }
     callee = free_session(device_by_mac(c->env.devices, rq.mac));
@@ -454,19 +473,19 @@ static int call_accept(struct gw_device_calls *c, const char *body, size_t len,
         gw_log(GW_LOG_WARN, call->subject,
                "accept from %s: error: the callee has no active voice session",
                peer);
-        return answer(c, API_ACCEPT, GW_CALL_ANSWER_ERROR,
+        return answer(c, API_ACCEPT, GW_DEVICE_CALL_ANSWER_ERROR,
                       "the callee has no active voice session", NULL, out);
     }
     bridge(call, callee);
-    return answer(c, API_ACCEPT, GW_CALL_ANSWER_BRIDGED, NULL, call->caller_mac,
-                  out);
+    return answer(c, API_ACCEPT, GW_DEVICE_CALL_ANSWER_BRIDGED, NULL,
+                  call->caller_mac, out);
 }
 
 int gw_device_calls_api(struct gw_device_calls *c, const char *path,
                         const char *body, size_t len, const char *peer,
                         cJSON **out)
 {
-    if (strcmp(path, GW_CALL_ACCEPT_PATH) == 0) {
+    if (strcmp(path, GW_DEVICE_CALL_ACCEPT_PATH) == 0) {
         return call_accept(c, body, len, peer, out);
     }
     return call_request(c, body, len, peer, out);

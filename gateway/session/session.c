@@ -19,6 +19,7 @@
 #include "common/assert.h"
 #include "common/log.h"
 #include "gateway/session/router.h"
+#include "gateway/session/session_int.h"
 
 #define SERVER_HELLO_MAX 1024
 /* Devices cap incoming payloads (docs/protocol.md section 2). */
@@ -697,7 +698,8 @@ void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
                           uint8_t *opus, size_t len)
 {
     if (s->state == GW_SESSION_ACTIVE && s->call != NULL) {
-        gw_device_call_on_uplink(s, opus, len); /* never to a backend */
+        const struct gw_session_call_ops *ops = &s->table->call_ops;
+        ops->on_uplink(ops->arg, s, opus, len); /* never to a backend */
         return;
     }
     if (s->state != GW_SESSION_ACTIVE || s->ws == NULL) {
@@ -733,7 +735,13 @@ static void send_mcp_to_backend(void *arg, const cJSON *payload)
 
 /* ---- device calls ---- */
 
-void gw_session_enter_call(struct gw_session *s, struct gw_call *call)
+void gw__session_set_call_ops(struct gw_sessions *t,
+                              const struct gw_session_call_ops *ops)
+{
+    t->call_ops = *ops;
+}
+
+void gw__session_enter_call(struct gw_session *s, void *call)
 {
     const struct gw_session_env *env = env_of(s);
 
@@ -767,13 +775,6 @@ void gw_sessions_init(struct gw_sessions *t, const struct gw_session_env *env)
         env->pub->on_sent = on_outbox_sent;
         env->pub->on_sent_arg = t;
     }
-    struct gw_device_calls_env cenv = {
-        .loop = env->loop,
-        .config = env->config,
-        .pub = env->pub,
-        .devices = env->devices,
-    };
-    gw_device_calls_init(&t->calls, &cenv);
 }
 
 size_t gw_sessions_live(const struct gw_sessions *t)
@@ -902,7 +903,9 @@ void gw_session_end(struct gw_session *s, enum gw_session_end why)
     env->counters->sessions_ended[why]++;
     bool was_active = s->state == GW_SESSION_ACTIVE;
     set_state(s, GW_SESSION_CLOSING);
-    gw_device_call_leave(s); /* the other side of a call gets its goodbye */
+    if (s->call != NULL) { /* the other side of a call gets its goodbye */
+        s->table->call_ops.leave(s->table->call_ops.arg, s);
+    }
     if (was_active) {
         gw_udp_peer_stop(&s->udp);
     }

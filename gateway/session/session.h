@@ -24,7 +24,6 @@
 #include "gateway/backend/backend_ws.h"
 #include "gateway/core/config_hold.h"
 #include "gateway/core/counters.h"
-#include "gateway/session/device_call.h"
 #include "gateway/device/device_table.h"
 #include "gateway/device/mcp_relay.h"
 #include "gateway/audio/pcm_bridge.h"
@@ -44,6 +43,23 @@ struct gw_session_env {
     struct gw_counters *counters;
 };
 
+struct gw_session;
+
+/*
+ * What a session tells the device call it is in. The call module above
+ * (device_call.h) registers these at its init; a session knows its call
+ * only as an opaque pointer.
+ */
+struct gw_session_call_ops {
+    /* A valid uplink packet of s, which is in a call: never to a backend. */
+    void (*on_uplink)(void *arg, struct gw_session *s, const uint8_t *opus,
+                      size_t len);
+    /* s ends (already CLOSING) while in a call: the call ends, and in a
+     * bridged call the other side's session ends too. */
+    void (*leave)(void *arg, struct gw_session *s);
+    void *arg;
+};
+
 /* The session table: every session, on the list its state names. */
 struct gw_sessions {
     struct gw_session_env env;
@@ -51,8 +67,8 @@ struct gw_sessions {
     struct gw_list closing; /* CLOSING: handles still closing */
     size_t n_live, n_closing;
     uint64_t next_serial;
-    struct gw_bucket log_all;     /* refusal lines of all sessions together */
-    struct gw_device_calls calls; /* device-to-device calls (device_call.h) */
+    struct gw_bucket log_all; /* refusal lines of all sessions together */
+    struct gw_session_call_ops call_ops; /* zero when no call module */
     bool draining; /* a drain (drain.h) is under way: no new session */
     /* Told when the last session's memory is released. */
     void (*on_empty)(struct gw_sessions *t, void *arg);
@@ -89,7 +105,7 @@ struct gw_session {
      * start (gw_calloc_lines): 64 bytes, then the peer's.
      */
     _Alignas(GW_CACHE_LINE) struct gw_sessions *table; /* owner */
-    struct gw_call *call;         /* the device call it is in, or NULL */
+    void *call;                   /* its device call (opaque), or NULL */
     struct gw_pcm_bridge *pcm;    /* pcm16 backends only, else NULL */
     struct gw_backend_conn *ws;   /* NULL once closed */
     struct gw_pool_ticket ticket; /* its hold on the backend tried or used */
@@ -140,13 +156,6 @@ void gw_session_warm(const struct gw_session *s, unsigned step);
  * gw_udp_audio_cb). */
 void gw_session_on_uplink(struct gw_session *s, uint32_t timestamp,
                           uint8_t *opus, size_t len);
-
-/*
- * The session leaves its backend for a device call (call is not owned):
- * the WebSocket closes without a goodbye to the device, queued downlink
- * goes, and from now on its uplink goes to the call. ACTIVE sessions only.
- */
-void gw_session_enter_call(struct gw_session *s, struct gw_call *call);
 
 /*
  * Ends the session: tells the device (unless it said goodbye, or a newer

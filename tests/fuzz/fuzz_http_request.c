@@ -22,6 +22,7 @@
 #include "gateway/http/http_server.h"
 #include "gateway/mcp/mcp_server.h"
 #include "gateway/device/publish.h"
+#include "gateway/session/device_call.h"
 #include "gateway/session/session.h"
 
 #define TOKEN       "fuzz-bearer-7c1"
@@ -45,6 +46,7 @@ static struct {
     struct gw_counters counters;
     struct gw_device_table devices;
     struct gw_sessions sessions;
+    struct gw_device_calls calls;
     struct gw_mcp_server *mcp;
     struct gw_http_api *api;
 } W;
@@ -70,6 +72,12 @@ static void world_init(void)
                                   .devices = &W.devices,
                                   .counters = &W.counters};
     gw_sessions_init(&W.sessions, &senv);
+    struct gw_device_calls_env cenv = {.loop = &W.loop,
+                                       .config = &W.config,
+                                       .pub = &W.pub,
+                                       .devices = &W.devices,
+                                       .sessions = &W.sessions};
+    gw_device_calls_init(&W.calls, &cenv);
     struct gw_mcp_server_env menv = {
         .loop = &W.loop, .config = &W.config, .devices = &W.devices};
     if (gw_mcp_server_init(&menv, &W.mcp) != 0) {
@@ -80,11 +88,13 @@ static void world_init(void)
         .config = &W.config,
         .devices = &W.devices,
         .sessions = &W.sessions,
+        .calls = &W.calls,
         .mcp_server = W.mcp,
         .metrics = {.loop = &W.loop,
                     .counters = &W.counters,
                     .sessions = &W.sessions,
                     .devices = &W.devices,
+                    .calls = &W.calls,
                     .mcp_server = W.mcp},
         .detached = true,
     };
