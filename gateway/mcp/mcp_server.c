@@ -2,7 +2,7 @@
  * The MCP server's HTTP side (Streamable HTTP: answers as JSON, or as an
  * event stream when progress comes first): paths, header checks, JSON-RPC
  * dispatch to the methods, initialize with the capabilities each endpoint
- * shows, and which device a request is for.
+ * shows; the server's life and the device changes it hears of.
  */
 #include "gateway/mcp/mcp_server.h"
 
@@ -137,102 +137,26 @@ static struct gw_mcp_client *session_of(struct gw_mcp_server *srv,
 
     subject_for(subject, sid);
     if (sid == NULL || sid[0] == '\0') {
-        gw_mcp_reject(srv, req, subject, NULL, 400, GW_RPC_INVALID_REQUEST,
-                      "Mcp-Session-Id header required");
+        gw__mcp_server_reject(srv, req, subject, NULL, 400,
+                              GW_RPC_INVALID_REQUEST,
+                              "Mcp-Session-Id header required");
         return NULL;
     }
-    cl = gw_mcp_client_find(srv, sid);
+    cl = gw__mcp_server_client_find(srv, sid);
     if (cl == NULL) {
-        gw_mcp_reject(srv, req, subject, NULL, 404, GW_RPC_INVALID_REQUEST,
-                      "session not found (expired or deleted)");
+        gw__mcp_server_reject(srv, req, subject, NULL, 404,
+                              GW_RPC_INVALID_REQUEST,
+                              "session not found (expired or deleted)");
         return NULL;
     }
     if (strcmp(cl->client_id, client_id) != 0) {
-        gw_mcp_reject(srv, req, subject, NULL, 404, GW_RPC_INVALID_REQUEST,
-                      "session belongs to another endpoint");
+        gw__mcp_server_reject(srv, req, subject, NULL, 404,
+                              GW_RPC_INVALID_REQUEST,
+                              "session belongs to another endpoint");
         return NULL;
     }
-    gw_mcp_client_touch(cl);
+    gw__mcp_server_touch(cl);
     return cl;
-}
-
-/* ---- which device ---- */
-
-struct gw_device *gw_mcp_target(struct gw_mcp_client *cl,
-                                const struct gw_rpc *rpc, const char *label,
-                                const char *method, cJSON **err)
-{
-    struct gw_device_table *devs = cl->srv->env.devices;
-    char text[GW_CLIENT_ID_MAX + 96];
-    struct gw_device *dev;
-
-    *err = NULL;
-    if (cl->client_id[0] != '\0') {
-        dev = gw_device_find(devs, cl->client_id);
-        if (dev == NULL) {
-            snprintf(text, sizeof(text), "device %s is offline", cl->client_id);
-            *err = gw_rpc_error(rpc->id, GW_RPC_DEVICE_OFFLINE, text);
-            return NULL;
-        }
-    } else {
-        dev = gw_device_find_label(devs, label);
-        if (dev == NULL) {
-            snprintf(text, sizeof(text), "no online device has label %.*s",
-                     GW_MCP_LABEL_LEN, label);
-            *err = gw_rpc_error(rpc->id, GW_RPC_DEVICE_OFFLINE, text);
-            return NULL;
-        }
-    }
-    if (method != NULL && !gw_mcp_catalog_allows(&dev->catalog, dev->client_id,
-                                                 method, text, sizeof(text))) {
-        *err = gw_mcp_refuse_rpc(cl, rpc, GW_RPC_METHOD_NOT_FOUND, text);
-        return NULL;
-    }
-    return dev;
-}
-
-cJSON *gw_mcp_params_pick(const cJSON *src, const char *const *names)
-{
-    cJSON *out = cJSON_CreateObject();
-
-    for (; out != NULL && *names != NULL; names++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(src, *names);
-        if (v != NULL &&
-            !cJSON_AddItemToObject(out, *names, cJSON_Duplicate(v, true))) {
-            cJSON_Delete(out);
-            out = NULL;
-        }
-    }
-    return out;
-}
-
-/* Offsets are encoded so that clients treat the cursor as opaque. */
-bool gw_mcp_cursor_parse(const cJSON *params, size_t *offset)
-{
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(params, "cursor");
-    const char *s;
-    size_t v = 0;
-
-    *offset = 0;
-    if (c == NULL || cJSON_IsNull(c)) {
-        return true;
-    }
-    if (!cJSON_IsString(c) || strncmp(c->valuestring, GW_MCP_CURSOR_PREFIX,
-                                      sizeof(GW_MCP_CURSOR_PREFIX) - 1) != 0) {
-        return false;
-    }
-    s = c->valuestring + sizeof(GW_MCP_CURSOR_PREFIX) - 1;
-    if (*s == '\0' || strlen(s) > 9) {
-        return false;
-    }
-    for (; *s != '\0'; s++) {
-        if (*s < '0' || *s > '9') {
-            return false;
-        }
-        v = v * 10 + (size_t)(*s - '0');
-    }
-    *offset = v;
-    return true;
 }
 
 /* ---- initialize ---- */
@@ -314,11 +238,12 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
      * session outlives it (calls then say the device is offline). */
     if (p->client_id[0] != '\0' &&
         (dev = gw_device_find(p->srv->env.devices, p->client_id)) == NULL) {
-        gw_mcp_reject(p->srv, p->req, p->subject, NULL, 404,
-                      GW_RPC_INVALID_REQUEST, "unknown device");
+        gw__mcp_server_reject(p->srv, p->req, p->subject, NULL, 404,
+                              GW_RPC_INVALID_REQUEST, "unknown device");
         return;
     }
-    rc = gw_mcp_client_create(p->srv, p->client_id, version, &cl);
+    rc = gw__mcp_server_client_create(p->srv, p->client_id, version,
+                                      &gw__mcp_server_peer_ops, &cl);
     if (rc == GW_ELIMIT) {
         char text[128];
         snprintf(text, sizeof(text),
@@ -328,7 +253,7 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
         gw_log(GW_LOG_WARN, "mcp", "initialize from %s refused: %s",
                gw_http_req_peer(p->req), text);
         msg = gw_rpc_error(rpc->id, GW_MCP_SESSIONS_FULL, text);
-        gw_mcp_respond(p->req, NULL, 503, msg);
+        gw__mcp_server_respond(p->req, NULL, 503, msg);
         cJSON_Delete(msg);
         return;
     }
@@ -337,7 +262,7 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
                gw_strerror(rc));
         msg = gw_rpc_error(rpc->id, GW_RPC_INTERNAL_ERROR,
                            "cannot create a session");
-        gw_mcp_respond(p->req, NULL, 500, msg);
+        gw__mcp_server_respond(p->req, NULL, 500, msg);
         cJSON_Delete(msg);
         return;
     }
@@ -352,7 +277,7 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
     if (msg == NULL) {
         msg = gw_rpc_error(rpc->id, GW_RPC_INTERNAL_ERROR, "out of memory");
     }
-    gw_mcp_respond(p->req, cl, 200, msg);
+    gw__mcp_server_respond(p->req, cl, 200, msg);
     cJSON_Delete(msg);
 }
 
@@ -363,7 +288,7 @@ static void notification(struct gw_mcp_client *cl, const struct gw_rpc *rpc)
     if (strcmp(rpc->method, "notifications/cancelled") == 0) {
         const cJSON *rid =
             cJSON_GetObjectItemCaseSensitive(rpc->params, "requestId");
-        if (!gw_mcp_call_cancel(cl, rid)) {
+        if (!gw__mcp_server_pending_cancel(cl, rid)) {
             GW_LOG(GW_LOG_DEBUG, cl->subject, "cancel for no waiting request");
         }
     }
@@ -381,24 +306,24 @@ static cJSON *ping(struct gw_mcp_exchange *ex, const struct gw_rpc *rpc,
 
 static const struct {
     const char *method;
-    gw_mcp_method_fn fn;
+    gw__mcp_method_fn fn;
 } methods[] = {
     {"ping", ping},
-    {"tools/list", gw_mcp_server_tools_list},
-    {"tools/call", gw_mcp_server_tools_call},
-    {"resources/list", gw_mcp_server_resources_list},
-    {"resources/templates/list", gw_mcp_server_templates_list},
-    {"resources/read", gw_mcp_server_resources_read},
-    {"resources/subscribe", gw_mcp_server_subscribe},
-    {"resources/unsubscribe", gw_mcp_server_subscribe},
-    {"prompts/list", gw_mcp_server_prompts_list},
-    {"prompts/get", gw_mcp_server_prompts_get},
-    {"completion/complete", gw_mcp_server_complete},
-    {"logging/setLevel", gw_mcp_server_set_level},
-    {"tasks/get", gw_mcp_server_tasks},
-    {"tasks/result", gw_mcp_server_tasks},
-    {"tasks/cancel", gw_mcp_server_tasks},
-    {"tasks/list", gw_mcp_server_tasks},
+    {"tools/list", gw__mcp_server_tools_list},
+    {"tools/call", gw__mcp_server_tools_call},
+    {"resources/list", gw__mcp_server_resources_list},
+    {"resources/templates/list", gw__mcp_server_templates_list},
+    {"resources/read", gw__mcp_server_resources_read},
+    {"resources/subscribe", gw__mcp_server_subscribe},
+    {"resources/unsubscribe", gw__mcp_server_subscribe},
+    {"prompts/list", gw__mcp_server_prompts_list},
+    {"prompts/get", gw__mcp_server_prompts_get},
+    {"completion/complete", gw__mcp_server_complete},
+    {"logging/setLevel", gw__mcp_server_set_level},
+    {"tasks/get", gw__mcp_server_tasks},
+    {"tasks/result", gw__mcp_server_tasks},
+    {"tasks/cancel", gw__mcp_server_tasks},
+    {"tasks/list", gw__mcp_server_tasks},
 };
 
 /* One message of a POST: its reply is put on ex now, later, or never. */
@@ -412,12 +337,13 @@ static void dispatch(struct gw_mcp_exchange *ex, const cJSON *msg)
     size_t i;
 
     if (gw_rpc_classify(msg, &rpc) != 0) {
-        gw_mcp_exchange_put(ex, gw_rpc_error(NULL, GW_RPC_INVALID_REQUEST,
-                                             "invalid JSON-RPC message"));
+        gw__mcp_server_exchange_put(ex,
+                                    gw_rpc_error(NULL, GW_RPC_INVALID_REQUEST,
+                                                 "invalid JSON-RPC message"));
         return;
     }
     if (rpc.kind == GW_RPC_RESPONSE) {
-        gw_mcp_ask_answered(cl, &rpc); /* to a device's own request */
+        gw__mcp_server_ask_answered(cl, &rpc); /* to a device's own request */
         return;
     }
     if (rpc.kind == GW_RPC_NOTIFICATION) {
@@ -443,7 +369,7 @@ static void dispatch(struct gw_mcp_exchange *ex, const cJSON *msg)
         snprintf(text, sizeof(text), "Method not found: %.60s", rpc.method);
         reply = gw_rpc_error(rpc.id, GW_RPC_METHOD_NOT_FOUND, text);
     }
-    gw_mcp_exchange_put(ex, reply);
+    gw__mcp_server_exchange_put(ex, reply);
 }
 
 /* ---- HTTP methods ---- */
@@ -520,20 +446,21 @@ static void post_messages(struct post *p, struct gw_mcp_client *cl,
     const cJSON *msg;
 
     if (batch && strcmp(cl->version, GW_MCP_PROTOCOL_BATCH) != 0) {
-        gw_mcp_reject(p->srv, p->req, cl->subject, cl, 400,
-                      GW_RPC_INVALID_REQUEST,
-                      "JSON-RPC batches need protocol 2025-03-26");
+        gw__mcp_server_reject(p->srv, p->req, cl->subject, cl, 400,
+                              GW_RPC_INVALID_REQUEST,
+                              "JSON-RPC batches need protocol 2025-03-26");
         return;
     }
     if (batch ? cJSON_GetArraySize(root) == 0
               : gw_rpc_classify(root, &rpc) != 0) {
-        gw_mcp_reject(p->srv, p->req, cl->subject, cl, 400,
-                      GW_RPC_INVALID_REQUEST, "invalid JSON-RPC message");
+        gw__mcp_server_reject(p->srv, p->req, cl->subject, cl, 400,
+                              GW_RPC_INVALID_REQUEST,
+                              "invalid JSON-RPC message");
         return;
     }
-    if ((ex = gw_mcp_exchange_create(cl, p->req, batch)) == NULL) {
+    if ((ex = gw__mcp_server_exchange_create(cl, p->req, batch)) == NULL) {
         cJSON *err = gw_rpc_error(NULL, GW_RPC_INTERNAL_ERROR, "out of memory");
-        gw_mcp_respond(p->req, cl, 500, err);
+        gw__mcp_server_respond(p->req, cl, 500, err);
         cJSON_Delete(err);
         return;
     }
@@ -547,7 +474,7 @@ static void post_messages(struct post *p, struct gw_mcp_client *cl,
     } else {
         dispatch(ex, root);
     }
-    gw_mcp_exchange_dispatched(ex);
+    gw__mcp_server_exchange_dispatched(ex);
 }
 
 static void on_post(struct post *p)
@@ -563,32 +490,33 @@ static void on_post(struct post *p)
     int rc;
 
     if (!content_type_json(gw_http_req_header(req, "Content-Type"))) {
-        gw_mcp_reject(p->srv, req, p->subject, NULL, 415,
-                      GW_RPC_INVALID_REQUEST,
-                      "Content-Type must be application/json");
+        gw__mcp_server_reject(p->srv, req, p->subject, NULL, 415,
+                              GW_RPC_INVALID_REQUEST,
+                              "Content-Type must be application/json");
         return;
     }
     if (accept != NULL && !lists_type(accept, "application/json") &&
         !lists_type(accept, "text/event-stream") &&
         !lists_type(accept, "*/*") && !lists_type(accept, "application/*")) {
-        gw_mcp_reject(p->srv, req, p->subject, NULL, 406,
-                      GW_RPC_INVALID_REQUEST,
-                      "Accept must allow application/json");
+        gw__mcp_server_reject(p->srv, req, p->subject, NULL, 406,
+                              GW_RPC_INVALID_REQUEST,
+                              "Accept must allow application/json");
         return;
     }
     body = gw_http_req_body(req, &len);
     if ((rc = parse_body(p->srv, body, len, &root, &batch)) != 0) {
-        gw_mcp_reject(p->srv, req, p->subject, NULL,
-                      rc == GW_ETOOBIG ? 413 : 400, GW_RPC_PARSE_ERROR,
-                      rc == GW_ETOOBIG ? "body too large" : "parse error");
+        gw__mcp_server_reject(p->srv, req, p->subject, NULL,
+                              rc == GW_ETOOBIG ? 413 : 400, GW_RPC_PARSE_ERROR,
+                              rc == GW_ETOOBIG ? "body too large"
+                                               : "parse error");
         return;
     }
     if (is_initialize(root, batch, &rpc)) {
         initialize(p, &rpc);
     } else if (!version_header_ok(req)) {
-        gw_mcp_reject(p->srv, req, p->subject, NULL, 400,
-                      GW_RPC_INVALID_REQUEST,
-                      "unsupported MCP-Protocol-Version");
+        gw__mcp_server_reject(p->srv, req, p->subject, NULL, 400,
+                              GW_RPC_INVALID_REQUEST,
+                              "unsupported MCP-Protocol-Version");
     } else if ((cl = session_of(p->srv, req, p->client_id)) != NULL) {
         post_messages(p, cl, root, batch);
     }
@@ -601,19 +529,19 @@ static void on_get(struct post *p)
 
     if (!lists_type(gw_http_req_header(p->req, "Accept"),
                     "text/event-stream")) {
-        gw_mcp_reject(p->srv, p->req, p->subject, NULL, 406,
-                      GW_RPC_INVALID_REQUEST,
-                      "Accept must allow text/event-stream");
+        gw__mcp_server_reject(p->srv, p->req, p->subject, NULL, 406,
+                              GW_RPC_INVALID_REQUEST,
+                              "Accept must allow text/event-stream");
         return;
     }
     if (!version_header_ok(p->req)) {
-        gw_mcp_reject(p->srv, p->req, p->subject, NULL, 400,
-                      GW_RPC_INVALID_REQUEST,
-                      "unsupported MCP-Protocol-Version");
+        gw__mcp_server_reject(p->srv, p->req, p->subject, NULL, 400,
+                              GW_RPC_INVALID_REQUEST,
+                              "unsupported MCP-Protocol-Version");
         return;
     }
     if ((cl = session_of(p->srv, p->req, p->client_id)) != NULL) {
-        gw_mcp_stream_open(cl, p->req);
+        gw__mcp_server_stream_open(cl, p->req);
     }
 }
 
@@ -622,14 +550,14 @@ static void on_delete(struct post *p)
     struct gw_mcp_client *cl;
 
     if (!version_header_ok(p->req)) {
-        gw_mcp_reject(p->srv, p->req, p->subject, NULL, 400,
-                      GW_RPC_INVALID_REQUEST,
-                      "unsupported MCP-Protocol-Version");
+        gw__mcp_server_reject(p->srv, p->req, p->subject, NULL, 400,
+                              GW_RPC_INVALID_REQUEST,
+                              "unsupported MCP-Protocol-Version");
         return;
     }
     if ((cl = session_of(p->srv, p->req, p->client_id)) != NULL) {
-        gw_mcp_respond(p->req, cl, 200, NULL);
-        gw_mcp_client_end(cl, "deleted by the client");
+        gw__mcp_server_respond(p->req, cl, 200, NULL);
+        gw__mcp_server_client_end(cl, "deleted by the client");
     }
 }
 
@@ -662,8 +590,9 @@ bool gw_mcp_server_handle(struct gw_mcp_server *srv, struct gw_http_req *req)
     }
     subject_for(p.subject, gw_http_req_header(req, "Mcp-Session-Id"));
     if (where < 0) {
-        gw_mcp_reject(srv, req, p.subject, NULL, 404, GW_RPC_INVALID_REQUEST,
-                      "not a valid device client id");
+        gw__mcp_server_reject(srv, req, p.subject, NULL, 404,
+                              GW_RPC_INVALID_REQUEST,
+                              "not a valid device client id");
     } else if (strcmp(method, "POST") == 0) {
         on_post(&p);
     } else if (strcmp(method, "GET") == 0) {
@@ -689,7 +618,8 @@ int gw_mcp_server_init(const struct gw_mcp_server_env *env,
         return GW_ENOMEM;
     }
     srv->env = *env;
-    if ((rc = gw_mcp_clients_start(srv)) != 0) {
+    gw_list_init(&srv->asks);
+    if ((rc = gw__mcp_server_clients_start(srv)) != 0) {
         return rc; /* srv is freed */
     }
     *out = srv;
@@ -703,7 +633,7 @@ void gw_mcp_server_close(struct gw_mcp_server *srv,
     if (srv != NULL) {
         srv->close_cb = cb;
         srv->close_arg = arg;
-        gw_mcp_clients_stop(srv);
+        gw__mcp_server_clients_stop(srv);
     }
 }
 
@@ -716,7 +646,7 @@ void gw_mcp_server_device_changed(struct gw_mcp_server *srv,
         return;
     }
     if (dev->state == GW_DEVICE_GONE) {
-        gw_mcp_asks_device_gone(srv, dev);
+        gw__mcp_server_asks_device_gone(srv, dev);
     }
     /* A device coming or going changes every list /mcp shows (and the
      * device endpoint's, which then shows nothing or its lists again). */
@@ -729,7 +659,7 @@ void gw_mcp_server_device_changed(struct gw_mcp_server *srv,
     if (what & (GW_DEVICE_CHANGED_PRESENCE | GW_DEVICE_CHANGED_PROMPTS)) {
         lists |= GW_MCP_CAP_PROMPTS;
     }
-    gw_mcp_clients_lists_changed(srv, dev->client_id, lists);
+    gw__mcp_server_lists_changed(srv, dev->client_id, lists);
 }
 
 void gw_mcp_server_get_stats(const struct gw_mcp_server *srv,

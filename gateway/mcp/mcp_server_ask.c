@@ -48,16 +48,7 @@ static void on_ask_closed(uv_handle_t *handle)
 /* Out of the lists; the memory goes when its timer has closed. */
 static void ask_free(struct gw_mcp_ask *ask)
 {
-    struct gw_mcp_server *srv = ask->srv;
-
-    if (ask->prev != NULL) {
-        ask->prev->next = ask->next;
-    } else {
-        srv->asks = ask->next;
-    }
-    if (ask->next != NULL) {
-        ask->next->prev = ask->prev;
-    }
+    gw_list_unlink(&ask->node);
     ask->cl->n_asks--;
     cJSON_Delete(ask->device_id);
     ask->device_id = NULL;
@@ -79,7 +70,7 @@ static void cancel_toward_client(struct gw_mcp_ask *ask, const char *reason)
     }
     if ((msg = gw_rpc_notification("notifications/cancelled", params)) !=
         NULL) {
-        (void)gw_mcp_client_notify(ask->cl, msg);
+        (void)gw__mcp_server_notify(ask->cl, msg);
         cJSON_Delete(msg);
     }
 }
@@ -106,7 +97,7 @@ static struct gw_mcp_client *capable_client(struct gw_mcp_server *srv,
 
     HASH_ITER(hh, srv->clients, cl, tmp)
     {
-        if (cl->streams != NULL && (cl->client_caps & cap) &&
+        if (!gw_list_empty(&cl->streams) && (cl->client_caps & cap) &&
             strcmp(cl->client_id, dev->client_id) == 0 &&
             (best == NULL || cl->seq > best->seq)) {
             best = cl;
@@ -120,8 +111,9 @@ static size_t asks_of(const struct gw_mcp_server *srv,
 {
     size_t n = 0;
 
-    for (const struct gw_mcp_ask *a = srv->asks; a != NULL; a = a->next) {
-        n += a->dev == dev;
+    for (const struct gw_list *it = srv->asks.next; it != &srv->asks;
+         it = it->next) {
+        n += GW_LIST_ENTRY(it, const struct gw_mcp_ask, node)->dev == dev;
     }
     return n;
 }
@@ -181,11 +173,7 @@ static void ask_start(struct gw_mcp_server *srv, struct gw_device *dev,
     ask->dev = dev;
     snprintf(ask->id, sizeof(ask->id), "gw-%" PRIu64, ++srv->next_ask);
     snprintf(ask->method, sizeof(ask->method), "%s", rpc->method);
-    ask->next = srv->asks;
-    if (srv->asks != NULL) {
-        srv->asks->prev = ask;
-    }
-    srv->asks = ask;
+    gw_list_insert_head(&srv->asks, &ask->node);
     cl->n_asks++;
     if ((msg = request_for_client(ask, rpc)) == NULL) {
         to_device(dev, rpc->id, GW_RPC_INTERNAL_ERROR, "out of memory");
@@ -198,7 +186,7 @@ static void ask_start(struct gw_mcp_server *srv, struct gw_device *dev,
     srv->stats.asks++;
     gw_log(GW_LOG_INFO, cl->subject, "%s from %s sent as %s", ask->method,
            dev->client_id, ask->id);
-    (void)gw_mcp_client_notify(cl, msg);
+    (void)gw__mcp_server_notify(cl, msg);
     cJSON_Delete(msg);
 }
 
@@ -210,13 +198,15 @@ static bool withdrawn(struct gw_mcp_server *srv, const struct gw_device *dev,
         cJSON_GetObjectItemCaseSensitive(rpc->params, "requestId");
     const cJSON *reason =
         cJSON_GetObjectItemCaseSensitive(rpc->params, "reason");
-    struct gw_mcp_ask *ask;
+    struct gw_mcp_ask *ask = NULL;
 
     if (rid == NULL) {
         return false;
     }
-    for (ask = srv->asks; ask != NULL; ask = ask->next) {
-        if (ask->dev == dev && cJSON_Compare(ask->device_id, rid, true)) {
+    for (struct gw_list *it = srv->asks.next; it != &srv->asks; it = it->next) {
+        struct gw_mcp_ask *a = GW_LIST_ENTRY(it, struct gw_mcp_ask, node);
+        if (a->dev == dev && cJSON_Compare(a->device_id, rid, true)) {
+            ask = a;
             break;
         }
     }
@@ -273,14 +263,18 @@ bool gw_mcp_server_device_request(struct gw_mcp_server *srv,
     return true;
 }
 
-void gw_mcp_ask_answered(struct gw_mcp_client *cl, const struct gw_rpc *rpc)
+void gw__mcp_server_ask_answered(struct gw_mcp_client *cl,
+                                 const struct gw_rpc *rpc)
 {
-    struct gw_mcp_ask *ask;
+    struct gw_list *asks = &cl->srv->asks;
+    struct gw_mcp_ask *ask = NULL;
     cJSON *result = NULL, *error = NULL;
 
-    for (ask = cl->srv->asks; ask != NULL; ask = ask->next) {
-        if (ask->cl == cl && cJSON_IsString(rpc->id) &&
-            strcmp(ask->id, rpc->id->valuestring) == 0) {
+    for (struct gw_list *it = asks->next; it != asks; it = it->next) {
+        struct gw_mcp_ask *a = GW_LIST_ENTRY(it, struct gw_mcp_ask, node);
+        if (a->cl == cl && cJSON_IsString(rpc->id) &&
+            strcmp(a->id, rpc->id->valuestring) == 0) {
+            ask = a;
             break;
         }
     }
@@ -308,12 +302,16 @@ void gw_mcp_ask_answered(struct gw_mcp_client *cl, const struct gw_rpc *rpc)
     ask_free(ask);
 }
 
-void gw_mcp_asks_client_gone(struct gw_mcp_client *cl)
+void gw__mcp_server_asks_client_gone(struct gw_mcp_client *cl)
 {
-    struct gw_mcp_ask *ask, *next;
+    struct gw_list *it, *tmp;
 
-    for (ask = cl->srv->asks; ask != NULL && cl->n_asks > 0; ask = next) {
-        next = ask->next;
+    GW_LIST_FOREACH_SAFE(it, tmp, &cl->srv->asks)
+    {
+        struct gw_mcp_ask *ask = GW_LIST_ENTRY(it, struct gw_mcp_ask, node);
+        if (cl->n_asks == 0) {
+            break;
+        }
         if (ask->cl != cl) {
             continue;
         }
@@ -326,13 +324,14 @@ void gw_mcp_asks_client_gone(struct gw_mcp_client *cl)
     }
 }
 
-void gw_mcp_asks_device_gone(struct gw_mcp_server *srv,
-                             const struct gw_device *dev)
+void gw__mcp_server_asks_device_gone(struct gw_mcp_server *srv,
+                                     const struct gw_device *dev)
 {
-    struct gw_mcp_ask *ask, *next;
+    struct gw_list *it, *tmp;
 
-    for (ask = srv->asks; ask != NULL; ask = next) {
-        next = ask->next;
+    GW_LIST_FOREACH_SAFE(it, tmp, &srv->asks)
+    {
+        struct gw_mcp_ask *ask = GW_LIST_ENTRY(it, struct gw_mcp_ask, node);
         if (ask->dev != dev) {
             continue;
         }

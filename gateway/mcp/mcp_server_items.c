@@ -24,13 +24,6 @@ static bool aggregated(const struct gw_mcp_client *cl)
 
 /* ---- lists ---- */
 
-struct page {
-    cJSON *items;
-    size_t offset; /* items to skip */
-    size_t seen;   /* items met so far */
-    bool more;
-};
-
 /* A copy of item as /mcp shows it: its key renamed for the device, its
  * description prefixed with the client id. NULL on OOM or for a name
  * that cannot be made. */
@@ -77,7 +70,7 @@ static cJSON *shown_item(enum gw_mcp_list_kind kind, const cJSON *item,
 }
 
 /* Adds dev's items of kind to the page; false once the page is full. */
-static bool page_add(struct page *pg, enum gw_mcp_list_kind kind,
+static bool page_add(struct gw__mcp_page *pg, enum gw_mcp_list_kind kind,
                      const struct gw_device *dev, bool agg)
 {
     const cJSON *items = gw_mcp_catalog_items(&dev->catalog, kind);
@@ -85,12 +78,11 @@ static bool page_add(struct page *pg, enum gw_mcp_list_kind kind,
 
     cJSON_ArrayForEach(item, items)
     {
-        if (pg->seen++ < pg->offset) {
+        if (!gw__mcp_server_page_take(pg)) {
+            if (pg->more) {
+                return false;
+            }
             continue;
-        }
-        if ((size_t)cJSON_GetArraySize(pg->items) == GW_MCP_PAGE_ITEMS) {
-            pg->more = true;
-            return false;
         }
         cJSON *shown =
             agg ? shown_item(kind, item, dev) : cJSON_Duplicate(item, true);
@@ -116,26 +108,23 @@ static cJSON *list_page(struct gw_mcp_client *cl, const struct gw_rpc *rpc,
                         enum gw_mcp_list_kind kind)
 {
     struct gw_device_table *devs = cl->srv->env.devices;
-    struct page pg = {0};
+    struct gw__mcp_page pg = {0};
     const struct gw_device *dev;
     char why[GW_CLIENT_ID_MAX + 96];
-    char cursor[sizeof(GW_MCP_CURSOR_PREFIX) + 24];
     cJSON *res;
 
-    if (!gw_mcp_cursor_parse(rpc->params, &pg.offset)) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 "invalid cursor");
+    if (!gw__mcp_server_page_cursor(&pg, rpc->params)) {
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     "invalid cursor");
     }
     if (!aggregated(cl) &&
         (dev = gw_device_find(devs, cl->client_id)) != NULL &&
         !gw_mcp_catalog_allows(&dev->catalog, dev->client_id, rpc->method, why,
                                sizeof(why))) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_METHOD_NOT_FOUND, why);
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_METHOD_NOT_FOUND, why);
     }
-    if ((res = cJSON_CreateObject()) == NULL ||
-        (pg.items = cJSON_AddArrayToObject(res, gw_mcp_list_member(kind))) ==
-            NULL) {
-        cJSON_Delete(res);
+    if ((res = gw__mcp_server_page_new(&pg, gw_mcp_list_member(kind))) ==
+        NULL) {
         return NULL;
     }
     if (!aggregated(cl)) {
@@ -151,33 +140,25 @@ static cJSON *list_page(struct gw_mcp_client *cl, const struct gw_rpc *rpc,
             }
         }
     }
-    if (pg.more) {
-        snprintf(cursor, sizeof(cursor), GW_MCP_CURSOR_PREFIX "%zu",
-                 pg.offset + GW_MCP_PAGE_ITEMS);
-        if (cJSON_AddStringToObject(res, "nextCursor", cursor) == NULL) {
-            cJSON_Delete(res);
-            return NULL;
-        }
-    }
-    return gw_rpc_result(rpc->id, res);
+    return gw__mcp_server_page_result(rpc, res, &pg);
 }
 
-cJSON *gw_mcp_server_resources_list(struct gw_mcp_exchange *ex,
-                                    const struct gw_rpc *rpc, bool *started)
+cJSON *gw__mcp_server_resources_list(struct gw_mcp_exchange *ex,
+                                     const struct gw_rpc *rpc, bool *started)
 {
     (void)started;
     return list_page(ex->cl, rpc, GW_MCP_LIST_RESOURCES);
 }
 
-cJSON *gw_mcp_server_templates_list(struct gw_mcp_exchange *ex,
-                                    const struct gw_rpc *rpc, bool *started)
+cJSON *gw__mcp_server_templates_list(struct gw_mcp_exchange *ex,
+                                     const struct gw_rpc *rpc, bool *started)
 {
     (void)started;
     return list_page(ex->cl, rpc, GW_MCP_LIST_TEMPLATES);
 }
 
-cJSON *gw_mcp_server_prompts_list(struct gw_mcp_exchange *ex,
-                                  const struct gw_rpc *rpc, bool *started)
+cJSON *gw__mcp_server_prompts_list(struct gw_mcp_exchange *ex,
+                                   const struct gw_rpc *rpc, bool *started)
 {
     (void)started;
     return list_page(ex->cl, rpc, GW_MCP_LIST_PROMPTS);
@@ -223,14 +204,14 @@ static cJSON *unknown(struct gw_mcp_client *cl, const struct gw_rpc *rpc,
 
     snprintf(text, sizeof(text), "Unknown %s: %.*s", what, GW_MCP_URI_MAX,
              name);
-    return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS, text);
+    return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS, text);
 }
 
 /* params picked from the request's, with name set to value; NULL on OOM. */
 static cJSON *params_with(const struct gw_rpc *rpc, const char *const *keep,
                           const char *name, const char *value)
 {
-    cJSON *params = gw_mcp_params_pick(rpc->params, keep);
+    cJSON *params = gw__mcp_server_params_pick(rpc->params, keep);
 
     if (params != NULL &&
         cJSON_AddStringToObject(params, name, value) == NULL) {
@@ -242,17 +223,17 @@ static cJSON *params_with(const struct gw_rpc *rpc, const char *const *keep,
 
 /* ---- resources/read ---- */
 
-static cJSON *read_shape(struct gw_mcp_call *call,
+static cJSON *read_shape(struct gw__mcp_pending *p,
                          const struct gw_mcp_reply *reply)
 {
-    const struct gw_config *cfg = gw_config_live_get(call->cl->srv->env.config);
+    const struct gw_config *cfg = gw_config_live_get(p->cl->srv->env.config);
     char why[160];
     cJSON *body;
     int rc;
 
     if (reply->outcome != GW_MCP_OK) {
         body = cJSON_Duplicate(reply->error, true);
-        return body != NULL ? gw_rpc_error_with(call->id, body) : NULL;
+        return body != NULL ? gw_rpc_error_with(p->id, body) : NULL;
     }
     rc = gw_mcp_contents_check(reply->result,
                                cfg->mcp.max_resource_bytes > 0
@@ -260,26 +241,26 @@ static cJSON *read_shape(struct gw_mcp_call *call,
                                    : 0,
                                NULL, why, sizeof(why));
     if (rc != 0) {
-        gw_log(GW_LOG_WARN, call->cl->subject,
-               "resources/read from %s refused: %s", call->client_id, why);
-        call->cl->srv->stats.refused++;
+        gw_log(GW_LOG_WARN, p->cl->subject,
+               "resources/read from %s refused: %s", p->client_id, why);
+        p->cl->srv->stats.refused++;
         return gw_rpc_error(
-            call->id, GW_RPC_INTERNAL_ERROR,
+            p->id, GW_RPC_INTERNAL_ERROR,
             rc == GW_ETOOBIG ? why : "device sent invalid resource contents");
     }
     if ((body = cJSON_Duplicate(reply->result, true)) == NULL) {
         return NULL;
     }
-    if (call->label[0] != '\0' &&
-        gw_mcp_rename_members(body, "contents", "uri", call->label) != 0) {
+    if (p->label[0] != '\0' &&
+        gw_mcp_rename_members(body, "contents", "uri", p->label) != 0) {
         cJSON_Delete(body);
         return NULL;
     }
-    return gw_rpc_result(call->id, body);
+    return gw_rpc_result(p->id, body);
 }
 
-cJSON *gw_mcp_server_resources_read(struct gw_mcp_exchange *ex,
-                                    const struct gw_rpc *rpc, bool *started)
+cJSON *gw__mcp_server_resources_read(struct gw_mcp_exchange *ex,
+                                     const struct gw_rpc *rpc, bool *started)
 {
     static const char *const keep[] = {"_meta", NULL};
     struct gw_mcp_client *cl = ex->cl;
@@ -290,61 +271,63 @@ cJSON *gw_mcp_server_resources_read(struct gw_mcp_exchange *ex,
     cJSON *err;
 
     if (uri == NULL) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 "resources/read needs a uri");
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     "resources/read needs a uri");
     }
     if ((own = own_name(cl, uri, true, label)) == NULL) {
         return unknown(cl, rpc, "resource", uri);
     }
-    if ((dev = gw_mcp_target(cl, rpc, label, rpc->method, &err)) == NULL) {
+    if ((dev = gw__mcp_server_target(cl, rpc, label, rpc->method, &err)) ==
+        NULL) {
         return err;
     }
-    return gw_mcp_forward(ex, rpc, dev, "resources/read",
-                          params_with(rpc, keep, "uri", own), 0, read_shape,
-                          started);
+    return gw__mcp_server_forward(ex, rpc, dev, "resources/read",
+                                  params_with(rpc, keep, "uri", own), 0,
+                                  read_shape, started);
 }
 
 /* ---- resources/subscribe, resources/unsubscribe ---- */
 
-cJSON *gw_mcp_server_subscribe(struct gw_mcp_exchange *ex,
-                               const struct gw_rpc *rpc, bool *started)
+cJSON *gw__mcp_server_subscribe(struct gw_mcp_exchange *ex,
+                                const struct gw_rpc *rpc, bool *started)
 {
     struct gw_mcp_client *cl = ex->cl;
     bool on = strcmp(rpc->method, "resources/subscribe") == 0;
     const char *uri = string_param(rpc->params, "uri");
     char label[GW_MCP_LABEL_LEN + 1];
-    struct gw_mcp_call *call;
+    struct gw__mcp_pending *p;
     struct gw_device *dev;
     const char *own;
     cJSON *err;
 
     if (uri == NULL) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 on ? "resources/subscribe needs a uri"
-                                    : "resources/unsubscribe needs a uri");
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     on ? "resources/subscribe needs a uri"
+                                        : "resources/unsubscribe needs a uri");
     }
     if ((own = own_name(cl, uri, true, label)) == NULL) {
         return unknown(cl, rpc, "resource", uri);
     }
-    if ((dev = gw_mcp_target(cl, rpc, label, rpc->method, &err)) == NULL) {
+    if ((dev = gw__mcp_server_target(cl, rpc, label, rpc->method, &err)) ==
+        NULL) {
         return err;
     }
-    if ((call = gw_mcp_call_add(ex, rpc->id, dev->client_id)) == NULL) {
+    if ((p = gw__mcp_server_pending_add(ex, rpc->id, dev->client_id)) == NULL) {
         return gw_rpc_error(rpc->id, GW_RPC_INTERNAL_ERROR, "out of memory");
     }
-    call->method = on ? "resources/subscribe" : "resources/unsubscribe";
+    p->method = on ? "resources/subscribe" : "resources/unsubscribe";
     /* Per session: the device holds one subscription for all of them. */
     gw_mcp_subscribe(cl->srv->env.devices, dev, &cl->peer, own, on,
-                     GW_MCP_FROM_CLIENT, gw_mcp_call_reply, call,
-                     &call->handle);
+                     GW_MCP_FROM_CLIENT, gw__mcp_server_pending_reply, p,
+                     &p->handle);
     *started = true;
     return NULL;
 }
 
 /* ---- prompts/get ---- */
 
-cJSON *gw_mcp_server_prompts_get(struct gw_mcp_exchange *ex,
-                                 const struct gw_rpc *rpc, bool *started)
+cJSON *gw__mcp_server_prompts_get(struct gw_mcp_exchange *ex,
+                                  const struct gw_rpc *rpc, bool *started)
 {
     static const char *const keep[] = {"_meta", "arguments", NULL};
     struct gw_mcp_client *cl = ex->cl;
@@ -357,28 +340,29 @@ cJSON *gw_mcp_server_prompts_get(struct gw_mcp_exchange *ex,
     cJSON *err;
 
     if (name == NULL) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 "prompts/get needs a prompt name");
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     "prompts/get needs a prompt name");
     }
     if (args != NULL && !cJSON_IsObject(args)) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 "prompts/get arguments must be an object");
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     "prompts/get arguments must be an object");
     }
     if ((own = own_name(cl, name, false, label)) == NULL) {
         return unknown(cl, rpc, "prompt", name);
     }
-    if ((dev = gw_mcp_target(cl, rpc, label, rpc->method, &err)) == NULL) {
+    if ((dev = gw__mcp_server_target(cl, rpc, label, rpc->method, &err)) ==
+        NULL) {
         return err;
     }
-    return gw_mcp_forward(ex, rpc, dev, "prompts/get",
-                          params_with(rpc, keep, "name", own), 0, NULL,
-                          started);
+    return gw__mcp_server_forward(ex, rpc, dev, "prompts/get",
+                                  params_with(rpc, keep, "name", own), 0, NULL,
+                                  started);
 }
 
 /* ---- completion/complete ---- */
 
-cJSON *gw_mcp_server_complete(struct gw_mcp_exchange *ex,
-                              const struct gw_rpc *rpc, bool *started)
+cJSON *gw__mcp_server_complete(struct gw_mcp_exchange *ex,
+                               const struct gw_rpc *rpc, bool *started)
 {
     static const char *const keep[] = {"_meta", "argument", "context", NULL};
     struct gw_mcp_client *cl = ex->cl;
@@ -393,29 +377,30 @@ cJSON *gw_mcp_server_complete(struct gw_mcp_exchange *ex,
     if (!cJSON_IsObject(ref) || type == NULL ||
         (strcmp(type, "ref/prompt") != 0 &&
          strcmp(type, "ref/resource") != 0)) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 "completion/complete needs a ref of type "
-                                 "ref/prompt or ref/resource");
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     "completion/complete needs a ref of type "
+                                     "ref/prompt or ref/resource");
     }
     if (!cJSON_IsObject(
             cJSON_GetObjectItemCaseSensitive(rpc->params, "argument"))) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 "completion/complete needs an argument");
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     "completion/complete needs an argument");
     }
     by_uri = strcmp(type, "ref/resource") == 0;
     key = by_uri ? "uri" : "name";
     if ((name = string_param(ref, key)) == NULL) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 by_uri ? "ref/resource needs a uri"
-                                        : "ref/prompt needs a name");
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     by_uri ? "ref/resource needs a uri"
+                                            : "ref/prompt needs a name");
     }
     if ((own = own_name(cl, name, by_uri, label)) == NULL) {
         return unknown(cl, rpc, by_uri ? "resource" : "prompt", name);
     }
-    if ((dev = gw_mcp_target(cl, rpc, label, rpc->method, &err)) == NULL) {
+    if ((dev = gw__mcp_server_target(cl, rpc, label, rpc->method, &err)) ==
+        NULL) {
         return err;
     }
-    params = gw_mcp_params_pick(rpc->params, keep);
+    params = gw__mcp_server_params_pick(rpc->params, keep);
     copy = cJSON_Duplicate(ref, true);
     if (params == NULL || copy == NULL ||
         !cJSON_ReplaceItemInObjectCaseSensitive(copy, key,
@@ -425,42 +410,42 @@ cJSON *gw_mcp_server_complete(struct gw_mcp_exchange *ex,
         cJSON_Delete(params);
         params = NULL;
     }
-    return gw_mcp_forward(ex, rpc, dev, "completion/complete", params, 0, NULL,
-                          started);
+    return gw__mcp_server_forward(ex, rpc, dev, "completion/complete", params,
+                                  0, NULL, started);
 }
 
 /* ---- logging/setLevel ---- */
 
-cJSON *gw_mcp_server_set_level(struct gw_mcp_exchange *ex,
-                               const struct gw_rpc *rpc, bool *started)
+cJSON *gw__mcp_server_set_level(struct gw_mcp_exchange *ex,
+                                const struct gw_rpc *rpc, bool *started)
 {
     struct gw_mcp_client *cl = ex->cl;
     const char *name = string_param(rpc->params, "level");
     enum gw_mcp_log_level level;
     struct gw_device *dev = NULL;
-    struct gw_mcp_call *call;
+    struct gw__mcp_pending *p;
     cJSON *err;
 
     if (name == NULL || gw_mcp_log_level_parse(name, &level) != 0) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 "logging/setLevel needs a level of debug, "
-                                 "info, notice, warning, error, critical, "
-                                 "alert or emergency");
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     "logging/setLevel needs a level of debug, "
+                                     "info, notice, warning, error, critical, "
+                                     "alert or emergency");
     }
     /* On /mcp the level is the session's for every device (dev NULL). */
-    if (!aggregated(cl) &&
-        (dev = gw_mcp_target(cl, rpc, NULL, rpc->method, &err)) == NULL) {
+    if (!aggregated(cl) && (dev = gw__mcp_server_target(
+                                cl, rpc, NULL, rpc->method, &err)) == NULL) {
         return err;
     }
-    call = gw_mcp_call_add(ex, rpc->id,
-                           dev != NULL ? dev->client_id : "every device");
-    if (call == NULL) {
+    p = gw__mcp_server_pending_add(
+        ex, rpc->id, dev != NULL ? dev->client_id : "every device");
+    if (p == NULL) {
         return gw_rpc_error(rpc->id, GW_RPC_INTERNAL_ERROR, "out of memory");
     }
-    call->method = "logging/setLevel";
+    p->method = "logging/setLevel";
     gw_mcp_set_level(cl->srv->env.devices, dev, &cl->peer, level,
-                     GW_MCP_FROM_CLIENT, gw_mcp_call_reply, call,
-                     &call->handle);
+                     GW_MCP_FROM_CLIENT, gw__mcp_server_pending_reply, p,
+                     &p->handle);
     *started = true;
     return NULL;
 }
@@ -512,11 +497,11 @@ static void peer_notify(struct gw_mcp_peer *peer, const struct gw_device *dev,
         return;
     }
     cl->srv->stats.notifications++;
-    if (!gw_mcp_client_notify(cl, msg)) {
+    if (!gw__mcp_server_notify(cl, msg)) {
         GW_LOG(GW_LOG_DEBUG, cl->subject, "%s from %s dropped: no stream",
                method, dev->client_id);
     }
     cJSON_Delete(msg);
 }
 
-const struct gw_mcp_peer_ops gw_mcp_server_peer_ops = {.notify = peer_notify};
+const struct gw_mcp_peer_ops gw__mcp_server_peer_ops = {.notify = peer_notify};

@@ -37,7 +37,7 @@ static int rename_task_id(cJSON *obj, const char *label)
     return 0;
 }
 
-int gw_mcp_server_task_created(struct gw_mcp_call *call, cJSON *result)
+int gw__mcp_server_task_created(struct gw__mcp_pending *p, cJSON *result)
 {
     cJSON *task = cJSON_GetObjectItemCaseSensitive(result, "task");
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(task, "taskId");
@@ -46,47 +46,47 @@ int gw_mcp_server_task_created(struct gw_mcp_call *call, cJSON *result)
     if (!cJSON_IsObject(task) || !cJSON_IsString(id)) {
         return 0; /* an ordinary tool result */
     }
-    dev = gw_device_find(call->cl->srv->env.devices, call->client_id);
+    dev = gw_device_find(p->cl->srv->env.devices, p->client_id);
     if (dev != NULL) {
-        gw_mcp_task_created(dev, &call->cl->peer, id->valuestring);
+        gw_mcp_task_created(dev, &p->cl->peer, id->valuestring);
     }
-    GW_LOG(GW_LOG_DEBUG, call->cl->subject, "task %s created on %s",
-           id->valuestring, call->client_id);
-    return call->label[0] != '\0' ? rename_task_id(task, call->label) : 0;
+    GW_LOG(GW_LOG_DEBUG, p->cl->subject, "task %s created on %s",
+           id->valuestring, p->client_id);
+    return p->label[0] != '\0' ? rename_task_id(task, p->label) : 0;
 }
 
 /* tasks/get, tasks/cancel (a Task) and tasks/result (the tool's result,
  * maybe with the related task in _meta): the ids renamed on /mcp. */
-static cJSON *task_shape(struct gw_mcp_call *call,
+static cJSON *task_shape(struct gw__mcp_pending *p,
                          const struct gw_mcp_reply *reply)
 {
     cJSON *body, *meta;
 
     if (reply->outcome != GW_MCP_OK) {
         if (reply->outcome != GW_MCP_ERROR) {
-            gw_log(GW_LOG_INFO, call->cl->subject, "%s to %s: %s", call->method,
-                   call->client_id, gw_mcp_outcome_name(reply->outcome));
+            gw_log(GW_LOG_INFO, p->cl->subject, "%s to %s: %s", p->method,
+                   p->client_id, gw_mcp_outcome_name(reply->outcome));
         }
         body = cJSON_Duplicate(reply->error, true);
-        return body != NULL ? gw_rpc_error_with(call->id, body) : NULL;
+        return body != NULL ? gw_rpc_error_with(p->id, body) : NULL;
     }
     if ((body = cJSON_Duplicate(reply->result, true)) == NULL) {
         return NULL;
     }
-    if (call->label[0] != '\0') {
+    if (p->label[0] != '\0') {
         meta = cJSON_GetObjectItemCaseSensitive(body, "_meta");
-        if (rename_task_id(body, call->label) != 0 ||
+        if (rename_task_id(body, p->label) != 0 ||
             rename_task_id(cJSON_GetObjectItemCaseSensitive(meta, RELATED_TASK),
-                           call->label) != 0) {
+                           p->label) != 0) {
             cJSON_Delete(body);
             return NULL;
         }
     }
-    return gw_rpc_result(call->id, body);
+    return gw_rpc_result(p->id, body);
 }
 
-cJSON *gw_mcp_server_tasks(struct gw_mcp_exchange *ex, const struct gw_rpc *rpc,
-                           bool *started)
+cJSON *gw__mcp_server_tasks(struct gw_mcp_exchange *ex,
+                            const struct gw_rpc *rpc, bool *started)
 {
     static const char *const names[] = {"tasks/get", "tasks/result",
                                         "tasks/cancel", "tasks/list"};
@@ -113,29 +113,31 @@ cJSON *gw_mcp_server_tasks(struct gw_mcp_exchange *ex, const struct gw_rpc *rpc,
     }
     if (strcmp(method, "tasks/list") == 0) {
         if (cl->client_id[0] == '\0') {
-            return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_METHOD_NOT_FOUND,
-                                     "tasks/list is served on "
-                                     "/mcp/devices/{clientId} only");
+            return gw__mcp_server_refuse(cl, rpc, GW_RPC_METHOD_NOT_FOUND,
+                                         "tasks/list is served on "
+                                         "/mcp/devices/{clientId} only");
         }
-        if ((dev = gw_mcp_target(cl, rpc, NULL, method, &err)) == NULL) {
+        if ((dev = gw__mcp_server_target(cl, rpc, NULL, method, &err)) ==
+            NULL) {
             return err;
         }
-        return gw_mcp_forward(ex, rpc, dev, method,
-                              gw_mcp_params_pick(rpc->params, keep_list), 0,
-                              NULL, started);
+        return gw__mcp_server_forward(
+            ex, rpc, dev, method,
+            gw__mcp_server_params_pick(rpc->params, keep_list), 0, NULL,
+            started);
     }
     if (!cJSON_IsString(id) || id->valuestring[0] == '\0') {
         snprintf(text, sizeof(text), "%s needs a taskId", method);
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS, text);
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS, text);
     }
     own = id->valuestring;
     if (cl->client_id[0] == '\0' &&
         gw_mcp_aggregate_id_split(id->valuestring, label, &own) != 0) {
         snprintf(text, sizeof(text), "Unknown task: %.*s", GW_MCP_URI_MAX,
                  id->valuestring);
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS, text);
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS, text);
     }
-    if ((dev = gw_mcp_target(cl, rpc, label, method, &err)) == NULL) {
+    if ((dev = gw__mcp_server_target(cl, rpc, label, method, &err)) == NULL) {
         return err;
     }
     /* tasks/result waits for the task's end, which may take long. */
@@ -143,12 +145,12 @@ cJSON *gw_mcp_server_tasks(struct gw_mcp_exchange *ex, const struct gw_rpc *rpc,
         cfg->mcp.task_result_timeout_ms > 0) {
         timeout_ms = (uint32_t)cfg->mcp.task_result_timeout_ms;
     }
-    params = gw_mcp_params_pick(rpc->params, keep);
+    params = gw__mcp_server_params_pick(rpc->params, keep);
     if (params != NULL &&
         cJSON_AddStringToObject(params, "taskId", own) == NULL) {
         cJSON_Delete(params);
         params = NULL;
     }
-    return gw_mcp_forward(ex, rpc, dev, method, params, timeout_ms, task_shape,
-                          started);
+    return gw__mcp_server_forward(ex, rpc, dev, method, params, timeout_ms,
+                                  task_shape, started);
 }

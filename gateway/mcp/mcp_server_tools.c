@@ -12,8 +12,6 @@
 #include "common/log.h"
 #include "gateway/mcp/mcp_server_int.h"
 
-#define PAGE_TOOLS GW_MCP_PAGE_ITEMS
-
 /* ---- tools/list ---- */
 
 static bool expose_user_tools(const struct gw_mcp_server *srv)
@@ -75,15 +73,9 @@ static cJSON *shown_tool(const cJSON *tool, const char *name,
     return copy;
 }
 
-struct page {
-    cJSON *tools;
-    size_t offset; /* visible tools to skip */
-    size_t seen;   /* visible tools met so far */
-    bool more;
-};
-
 /* Adds dev's visible tools to the page; false once the page is full. */
-static bool page_add_device(const struct gw_mcp_server *srv, struct page *pg,
+static bool page_add_device(const struct gw_mcp_server *srv,
+                            struct gw__mcp_page *pg,
                             const struct gw_device *dev, bool aggregated)
 {
     char name[GW_MCP_TOOL_NAME_MAX + 1];
@@ -106,40 +98,37 @@ static bool page_add_device(const struct gw_mcp_server *srv, struct page *pg,
                                                  strlen(n->valuestring))) {
             continue;
         }
-        if (pg->seen++ < pg->offset) {
+        /* only visible tools count toward the cursor's offset */
+        if (!gw__mcp_server_page_take(pg)) {
+            if (pg->more) {
+                return false;
+            }
             continue;
-        }
-        if ((size_t)cJSON_GetArraySize(pg->tools) == PAGE_TOOLS) {
-            pg->more = true;
-            return false;
         }
         const char *shown = aggregated ? name : n->valuestring;
         cJSON *item = shown_tool(tool, shown, dev, aggregated);
-        if (item != NULL && !cJSON_AddItemToArray(pg->tools, item)) {
+        if (item != NULL && !cJSON_AddItemToArray(pg->items, item)) {
             cJSON_Delete(item);
         }
     }
     return true;
 }
 
-cJSON *gw_mcp_server_tools_list(struct gw_mcp_exchange *ex,
-                                const struct gw_rpc *rpc, bool *started)
+cJSON *gw__mcp_server_tools_list(struct gw_mcp_exchange *ex,
+                                 const struct gw_rpc *rpc, bool *started)
 {
     struct gw_mcp_client *cl = ex->cl;
     struct gw_mcp_server *srv = cl->srv;
-    struct page pg = {0};
+    struct gw__mcp_page pg = {0};
     const struct gw_device *dev;
     cJSON *res;
-    char cursor[sizeof(GW_MCP_CURSOR_PREFIX) + 24];
 
     (void)started;
-    if (!gw_mcp_cursor_parse(rpc->params, &pg.offset)) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 "invalid cursor");
+    if (!gw__mcp_server_page_cursor(&pg, rpc->params)) {
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     "invalid cursor");
     }
-    if ((res = cJSON_CreateObject()) == NULL ||
-        (pg.tools = cJSON_AddArrayToObject(res, "tools")) == NULL) {
-        cJSON_Delete(res);
+    if ((res = gw__mcp_server_page_new(&pg, "tools")) == NULL) {
         return NULL;
     }
     if (cl->client_id[0] != '\0') {
@@ -155,15 +144,7 @@ cJSON *gw_mcp_server_tools_list(struct gw_mcp_exchange *ex,
             }
         }
     }
-    if (pg.more) {
-        snprintf(cursor, sizeof(cursor), GW_MCP_CURSOR_PREFIX "%zu",
-                 pg.offset + PAGE_TOOLS);
-        if (cJSON_AddStringToObject(res, "nextCursor", cursor) == NULL) {
-            cJSON_Delete(res);
-            return NULL;
-        }
-    }
-    return gw_rpc_result(rpc->id, res);
+    return gw__mcp_server_page_result(rpc, res, &pg);
 }
 
 /* ---- tools/call ---- */
@@ -196,7 +177,7 @@ static cJSON *refused_result(const cJSON *error)
 
 /* A device's tools/call reply as the client sees it: a refusal becomes a
  * tool error, a CreateTaskResult is recorded (and renamed on /mcp). */
-static cJSON *call_shape(struct gw_mcp_call *call,
+static cJSON *call_shape(struct gw__mcp_pending *p,
                          const struct gw_mcp_reply *reply)
 {
     cJSON *body = NULL;
@@ -204,24 +185,24 @@ static cJSON *call_shape(struct gw_mcp_call *call,
     switch (reply->outcome) {
     case GW_MCP_OK:
         if ((body = cJSON_Duplicate(reply->result, true)) != NULL &&
-            gw_mcp_server_task_created(call, body) != 0) {
+            gw__mcp_server_task_created(p, body) != 0) {
             cJSON_Delete(body);
             body = NULL;
         }
-        return body != NULL ? gw_rpc_result(call->id, body) : NULL;
+        return body != NULL ? gw_rpc_result(p->id, body) : NULL;
     case GW_MCP_ERROR:
         body = refused_result(reply->error);
-        return body != NULL ? gw_rpc_result(call->id, body) : NULL;
+        return body != NULL ? gw_rpc_result(p->id, body) : NULL;
     default:
-        gw_log(GW_LOG_INFO, call->cl->subject, "tools/call to %s: %s",
-               call->client_id, gw_mcp_outcome_name(reply->outcome));
+        gw_log(GW_LOG_INFO, p->cl->subject, "tools/call to %s: %s",
+               p->client_id, gw_mcp_outcome_name(reply->outcome));
         body = cJSON_Duplicate(reply->error, true);
-        return body != NULL ? gw_rpc_error_with(call->id, body) : NULL;
+        return body != NULL ? gw_rpc_error_with(p->id, body) : NULL;
     }
 }
 
-cJSON *gw_mcp_server_tools_call(struct gw_mcp_exchange *ex,
-                                const struct gw_rpc *rpc, bool *started)
+cJSON *gw__mcp_server_tools_call(struct gw_mcp_exchange *ex,
+                                 const struct gw_rpc *rpc, bool *started)
 {
     static const char *const keep[] = {"_meta", "task", NULL};
     struct gw_mcp_client *cl = ex->cl;
@@ -237,25 +218,26 @@ cJSON *gw_mcp_server_tools_call(struct gw_mcp_exchange *ex,
     cJSON *params, *err = NULL;
 
     if (!cJSON_IsString(name) || name->valuestring[0] == '\0') {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 "tools/call needs a tool name");
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     "tools/call needs a tool name");
     }
     if (args != NULL && !cJSON_IsNull(args) && !cJSON_IsObject(args)) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 "tools/call arguments must be an object");
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     "tools/call arguments must be an object");
     }
     if (task != NULL && !cJSON_IsObject(task)) {
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS,
-                                 "tools/call task must be an object");
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS,
+                                     "tools/call task must be an object");
     }
     tool = name->valuestring;
     if (cl->client_id[0] == '\0' &&
         gw_mcp_aggregate_split(name->valuestring, label, &tool) != 0) {
         snprintf(why, sizeof(why), "Unknown tool: %.*s", GW_MCP_TOOL_NAME_MAX,
                  name->valuestring);
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_INVALID_PARAMS, why);
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS, why);
     }
-    if ((dev = gw_mcp_target(cl, rpc, label, "tools/call", &err)) == NULL) {
+    if ((dev = gw__mcp_server_target(cl, rpc, label, "tools/call", &err)) ==
+        NULL) {
         return err;
     }
     /* A task is the device's to run: only one that offers them gets it. */
@@ -263,7 +245,7 @@ cJSON *gw_mcp_server_tools_call(struct gw_mcp_exchange *ex,
         !gw_mcp_catalog_offers(&dev->catalog, GW_MCP_CAP_TASKS)) {
         snprintf(why, sizeof(why), "device %s does not offer %s",
                  dev->client_id, gw_mcp_cap_name(GW_MCP_CAP_TASKS));
-        return gw_mcp_refuse_rpc(cl, rpc, GW_RPC_METHOD_NOT_FOUND, why);
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_METHOD_NOT_FOUND, why);
     }
     /* The allow-list decides (tool_cache.h); a refusal names the tool as
      * the client wrote it. */
@@ -274,7 +256,7 @@ cJSON *gw_mcp_server_tools_call(struct gw_mcp_exchange *ex,
         srv->stats.refused++;
         return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS, why);
     }
-    params = gw_mcp_params_pick(rpc->params, keep);
+    params = gw__mcp_server_params_pick(rpc->params, keep);
     if (params != NULL &&
         (cJSON_AddStringToObject(params, "name", tool) == NULL ||
          !cJSON_AddItemToObject(params, "arguments",
@@ -286,6 +268,6 @@ cJSON *gw_mcp_server_tools_call(struct gw_mcp_exchange *ex,
     }
     GW_LOG(GW_LOG_DEBUG, cl->subject, "tools/call %s on %s", tool,
            dev->client_id);
-    return gw_mcp_forward(ex, rpc, dev, "tools/call", params, 0, call_shape,
-                          started);
+    return gw__mcp_server_forward(ex, rpc, dev, "tools/call", params, 0,
+                                  call_shape, started);
 }

@@ -135,11 +135,7 @@ static void stream_nowhere(struct gw_mcp_client *cl)
         abort();
     }
     st->cl = cl;
-    st->next = cl->streams;
-    if (cl->streams != NULL) {
-        cl->streams->prev = st;
-    }
-    cl->streams = st;
+    gw_list_insert_head(&cl->streams, &st->node);
     cl->n_streams++;
     W.mcp->stats.streams_open++;
 }
@@ -250,12 +246,12 @@ static void sessions_reset(void)
     HASH_ITER(hh, W.mcp->clients, cl, tmp)
     {
         if (!ours(cl->id)) {
-            gw_mcp_client_end(cl, "fuzz reset");
+            gw__mcp_server_client_end(cl, "fuzz reset");
         }
     }
     for (int p = 0; p < N_PATHS; p++) {
         for (int v = 0; v < N_VERS; v++) {
-            if (gw_mcp_client_find(W.mcp, W.sid[p][v]) == NULL) {
+            if (gw__mcp_server_client_find(W.mcp, W.sid[p][v]) == NULL) {
                 open_session(p, v);
             }
         }
@@ -407,7 +403,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             bool deleted = strcmp(methods[f0 >> 6], "DELETE") == 0 &&
                            (f0 & 4) && !(f1 & 4) &&
                            (which < N_PATHS ? which : 0) == p && ver == v;
-            if (!deleted && gw_mcp_client_find(W.mcp, W.sid[p][v]) == NULL) {
+            if (!deleted &&
+                gw__mcp_server_client_find(W.mcp, W.sid[p][v]) == NULL) {
                 abort();
             }
         }
