@@ -18,11 +18,11 @@
 #include <opus/opus.h>
 #include <uv.h>
 
-#include "config/config.h"
 #include "common/error.h"
-#include "gateway/instance.h"
 #include "common/log.h"
+#include "config/config.h"
 #include "gateway/core/version.h"
+#include "gateway/instance.h"
 
 #define CONFIG_ERR_BYTES 8192
 

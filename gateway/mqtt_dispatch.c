@@ -415,7 +415,7 @@ void gw_mqtt_dispatch_state(struct gw_mqtt_link *link, bool up, void *arg)
     (void)link;
     gw_cluster_on_link_state(d->cluster, up);
     /* Sessions keep streaming audio while the broker is away; messages
-     * to devices in the meantime are dropped (QoS 0) and counted. */
+     * to devices wait in the publisher's outbox, within its bounds. */
     gw_log(up ? GW_LOG_INFO : GW_LOG_WARN, "mqtt", "broker link %s",
            up ? "up" : "down");
     if (up) {

@@ -21,8 +21,8 @@
 #include "gateway/core/config_hold.h"
 #include "gateway/core/counters.h"
 #include "gateway/device/device_table.h"
-#include "gateway/mcp/mcp_outbound.h"
 #include "gateway/device/publish.h"
+#include "gateway/mcp/mcp_outbound.h"
 #include "gateway/session/session.h"
 
 struct gw_mqtt_dispatch {

@@ -12,9 +12,9 @@
 #include <uv.h>
 
 #include "common/error.h"
+#include "gateway/api/metrics.h"
 #include "gateway/core/config_hold.h"
 #include "gateway/device/device_table.h"
-#include "gateway/api/metrics.h"
 #include "gateway/session/device_call.h"
 #include "gateway/session/session.h"
 

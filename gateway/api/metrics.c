@@ -16,11 +16,11 @@
 #endif
 
 #include "gateway/api/http_api_int.h"
+#include "gateway/api/ota.h"
+#include "gateway/api/push_stats.h"
 #include "gateway/backend/backend_msg.h"
 #include "gateway/mcp/mcp_outbound.h"
 #include "gateway/mcp/mcp_server.h"
-#include "gateway/api/ota.h"
-#include "gateway/api/push_stats.h"
 
 #define INITIAL_CAP 16384
 

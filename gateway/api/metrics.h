@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/mqtt_link.h"
+#include "gateway/audio/udp_audio.h"
 #include "gateway/backend/backend_ws.h"
 #include "gateway/cluster/cluster.h"
 #include "gateway/cluster/cluster_rpc.h"
@@ -21,7 +22,6 @@
 #include "gateway/http/http_server.h"
 #include "gateway/session/device_call.h"
 #include "gateway/session/session.h"
-#include "gateway/audio/udp_audio.h"
 
 struct gw_mcp_server;
 struct gw_mcp_outbound;

@@ -12,8 +12,8 @@
 
 #include <uv.h>
 
-#include "crypto/aes_ctr.h"
 #include "common/error.h"
+#include "crypto/aes_ctr.h"
 
 /* Audio kept ahead of the device's play clock (about 5 frames of 60 ms). */
 #define GW_UDP_PREBUFFER_MS 300

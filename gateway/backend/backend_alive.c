@@ -18,8 +18,8 @@
 
 #include <libwebsockets.h>
 
-#include "gateway/backend/backend_ws_int.h"
 #include "common/log.h"
+#include "gateway/backend/backend_ws_int.h"
 
 #define ALIVE_TICK_MS 1000
 

@@ -19,8 +19,8 @@
 #include <libwebsockets.h>
 #include <openssl/x509.h>
 
-#include "gateway/backend/backend_ws_int.h"
 #include "common/log.h"
+#include "gateway/backend/backend_ws_int.h"
 
 #define SHUTDOWN_GRACE_MS 1000 /* for open connections to close cleanly */
 #define TICK_MS           1

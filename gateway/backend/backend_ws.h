@@ -16,8 +16,8 @@
 #include "codec/audio_frame.h"
 #include "codec/ws_frame.h"
 #include "common/dns_cache.h"
-#include "config/config.h"
 #include "common/error.h"
+#include "config/config.h"
 
 struct gw_backend_ws;   /* the per-instance lws context */
 struct gw_backend_conn; /* one session's WebSocket */
@@ -145,8 +145,8 @@ void gw_backend_ws_foreach_drops(const struct gw_backend_ws *bws,
  * follows: GW_EINVAL (bad url, header value with control characters, an
  * extra header gw_config_header_check refuses, auth scheme without its
  * token or secret), GW_EPROTO (gw_backend_ws_close was
- * called), GW_ECONFIG (the backend's ca_file), GW_ENOMEM. The host name
- * is resolved synchronously (lws 4.1 has no async DNS here).
+ * called), GW_ECONFIG (the backend's ca_file), GW_ENOMEM. A host name
+ * is resolved off the loop (common/dns_cache.h) before lws connects.
  */
 GW_MUST_CHECK int gw_backend_conn_open(struct gw_backend_ws *bws,
                                        const struct gw_backend_connect *params,

@@ -11,8 +11,8 @@
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
-#include "gateway/http/http_server_int.h"
 #include "common/log.h"
+#include "gateway/http/http_server_int.h"
 
 #define SUBJECT "http"
 /* gw_http_req_add_header: the lines of one answer, in all. */

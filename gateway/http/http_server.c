@@ -22,8 +22,8 @@
 
 #include <libwebsockets.h>
 
-#include "gateway/http/http_server_int.h"
 #include "common/log.h"
+#include "gateway/http/http_server_int.h"
 
 #define SUBJECT        "http"
 #define HEADER_DATA    8192 /* request headers lws keeps */

@@ -18,8 +18,8 @@
 
 #include "common/hash.h"
 #include "common/list.h"
-#include "gateway/http/http_server.h"
 #include "gateway/core/lws_uv.h"
+#include "gateway/http/http_server.h"
 
 #define MAX_QUEUED (1024 * 1024) /* per stream: a slower reader is dropped */
 #define HEAD_MAX   4096          /* a response's status and headers */

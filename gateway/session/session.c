@@ -14,38 +14,16 @@
 
 #include <openssl/crypto.h>
 
-#include "crypto/credential.h"
-#include "crypto/session_keys.h"
 #include "common/assert.h"
 #include "common/log.h"
+#include "crypto/credential.h"
+#include "crypto/session_keys.h"
 #include "gateway/session/router.h"
 #include "gateway/session/session_int.h"
 
 #define SERVER_HELLO_MAX 1024
 /* Devices cap incoming payloads (docs/protocol.md section 2). */
 #define DEVICE_PAYLOAD_MAX GW_ENVELOPE_DEVICE_MAX
-
-static const char *const end_names[GW_END_COUNT_] = {
-#define XX(name, text) [GW_END_##name] = text,
-    GW_SESSION_END_MAP(XX)
-#undef XX
-};
-
-static const char *const state_names[GW_SESSION_STATE_COUNT_] = {
-#define XX(name, text) [GW_SESSION_##name] = text,
-    GW_SESSION_STATE_MAP(XX)
-#undef XX
-};
-
-const char *gw_session_end_name(enum gw_session_end why)
-{
-    return (unsigned)why < GW_END_COUNT_ ? end_names[why] : "?";
-}
-
-const char *gw_session_state_name(enum gw_session_state state)
-{
-    return (unsigned)state < GW_SESSION_STATE_COUNT_ ? state_names[state] : "?";
-}
 
 static const struct gw_session_env *env_of(const struct gw_session *s)
 {

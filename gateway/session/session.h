@@ -20,16 +20,16 @@
 #include "common/cacheline.h"
 #include "common/list.h"
 #include "common/ratelimit.h"
+#include "gateway/audio/pcm_bridge.h"
+#include "gateway/audio/udp_audio.h"
 #include "gateway/backend/backend_pool.h"
 #include "gateway/backend/backend_ws.h"
 #include "gateway/core/config_hold.h"
 #include "gateway/core/counters.h"
+#include "gateway/core/session_end.h"
 #include "gateway/device/device_table.h"
 #include "gateway/device/mcp_relay.h"
-#include "gateway/audio/pcm_bridge.h"
 #include "gateway/device/publish.h"
-#include "gateway/core/session_end.h"
-#include "gateway/audio/udp_audio.h"
 
 /* What sessions need of the instance, given once at init. */
 struct gw_session_env {

@@ -15,13 +15,13 @@
 
 #include "common/log.h"
 #include "config/config.h"
+#include "gateway/api/http_api.h"
 #include "gateway/core/config_hold.h"
 #include "gateway/core/counters.h"
 #include "gateway/device/device_table.h"
-#include "gateway/api/http_api.h"
+#include "gateway/device/publish.h"
 #include "gateway/http/http_server.h"
 #include "gateway/mcp/mcp_server.h"
-#include "gateway/device/publish.h"
 #include "gateway/session/device_call.h"
 #include "gateway/session/session.h"
 

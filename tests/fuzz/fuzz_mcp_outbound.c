@@ -27,8 +27,8 @@
 #include "config/config.h"
 #include "gateway/core/config_hold.h"
 #include "gateway/device/device_table.h"
-#include "gateway/mcp/mcp_outbound.h"
 #include "gateway/device/publish.h"
+#include "gateway/mcp/mcp_outbound.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

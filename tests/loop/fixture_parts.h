@@ -12,9 +12,9 @@
 
 #include <sys/types.h>
 
+#include "gateway/audio/udp_audio.h"
 #include "gateway/core/config_hold.h"
 #include "gateway/device/device_table.h"
-#include "gateway/audio/udp_audio.h"
 
 /* Loads a config whose mcp section is mcp_json (one placeholder backend)
  * into live. */

@@ -26,12 +26,12 @@
 #include <openssl/ssl.h>
 #include <uv.h>
 
-#include "crypto/credential.h"
-#include "gateway/backend/backend_msg.h"
-#include "gateway/backend/backend_ws.h"
 #include "common/log.h"
+#include "crypto/credential.h"
 #include "dns_probe.h"
 #include "fixture.h"
+#include "gateway/backend/backend_msg.h"
+#include "gateway/backend/backend_ws.h"
 
 #define MAX_ITEMS 16
 #define ITEM_MAX  (16 * 1024)

@@ -20,12 +20,12 @@
 #include <cmocka.h>
 #include <uv.h>
 
+#include "common/log.h"
 #include "crypto/credential.h"
+#include "fixture.h"
 #include "gateway/api/http_api.h"
 #include "gateway/instance.h"
 #include "gateway/mcp/mcp_server.h"
-#include "common/log.h"
-#include "fixture.h"
 #include "http_client.h"
 
 #define TOKEN       "tok-123"

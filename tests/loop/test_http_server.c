@@ -17,9 +17,9 @@
 #include <cmocka.h>
 #include <uv.h>
 
-#include "gateway/http/http_server.h"
 #include "common/log.h"
 #include "fixture.h"
+#include "gateway/http/http_server.h"
 #include "http_client.h"
 
 #define MAX_BODY  1024

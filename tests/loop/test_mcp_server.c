@@ -39,8 +39,8 @@
 #include "fixture.h"
 #include "fixture_parts.h"
 #include "gateway/device/device_table.h"
-#include "gateway/instance.h"
 #include "gateway/device/mcp_catalog.h"
+#include "gateway/instance.h"
 #include "gateway/mcp/mcp_server.h"
 #include "http_client.h"
 

@@ -17,9 +17,9 @@
 #include "codec/udp_header.h"
 #include "crypto/aes_ctr.h"
 #include "crypto/session_keys.h"
-#include "gateway/audio/udp_audio.h"
 #include "fixture.h"
 #include "fixture_parts.h"
+#include "gateway/audio/udp_audio.h"
 
 #define NPKT      120 /* Opus packets encoded once for every test */
 #define MAXRX     160 /* datagrams a fake device keeps */

@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "gateway/http/http_server.h"
 #include "gateway/api/http_static.h"
+#include "gateway/http/http_server.h"
 
 struct world {
     char dir[64];  /* the served directory */
