@@ -17,14 +17,14 @@
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
-#include "common/hash.h"
-#include "common/list.h"
 #include <uv.h>
 
 #include "codec/client_id.h"
 #include "codec/jsonrpc.h"
 #include "codec/mcp_caps.h"
 #include "codec/mcp_tools.h"
+#include "common/hash.h"
+#include "common/list.h"
 #include "gateway/device/mcp_link.h"
 #include "gateway/device/mcp_peers.h"
 #include "gateway/mcp/mcp_server.h"
@@ -257,6 +257,9 @@ bool gw__mcp_server_page_take(struct gw__mcp_page *pg);
  * page; NULL on OOM. */
 cJSON *gw__mcp_server_page_result(const struct gw_rpc *rpc, cJSON *res,
                                   const struct gw__mcp_page *pg);
+/* An item of an aggregate list (copy, taken) with its description
+ * prefixed by its device's client id; NULL (copy freed) on OOM. */
+cJSON *gw__mcp_server_item_of(cJSON *copy, const struct gw_device *dev);
 
 /* ---- mcp_server_exchange.c ---- */
 

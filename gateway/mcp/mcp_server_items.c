@@ -32,10 +32,8 @@ static cJSON *shown_item(enum gw_mcp_list_kind kind, const cJSON *item,
 {
     const char *key = gw_mcp_list_key(kind);
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(item, key);
-    const cJSON *desc = cJSON_GetObjectItemCaseSensitive(item, "description");
     cJSON *copy;
-    char *name, *text;
-    size_t len;
+    char *name;
 
     if (!cJSON_IsString(k)) {
         return NULL;
@@ -47,26 +45,14 @@ static cJSON *shown_item(enum gw_mcp_list_kind kind, const cJSON *item,
         free(name);
         return NULL;
     }
-    len = strlen(dev->client_id) + 4 +
-          (cJSON_IsString(desc) ? strlen(desc->valuestring) : 0);
-    text = malloc(len);
-    if (text == NULL || !cJSON_ReplaceItemInObjectCaseSensitive(
-                            copy, key, cJSON_CreateString(name))) {
-        free(text);
+    if (!cJSON_ReplaceItemInObjectCaseSensitive(copy, key,
+                                                cJSON_CreateString(name))) {
         free(name);
         cJSON_Delete(copy);
         return NULL;
     }
     free(name);
-    snprintf(text, len, "[%s] %s", dev->client_id,
-             cJSON_IsString(desc) ? desc->valuestring : "");
-    cJSON_DeleteItemFromObjectCaseSensitive(copy, "description");
-    if (cJSON_AddStringToObject(copy, "description", text) == NULL) {
-        cJSON_Delete(copy);
-        copy = NULL;
-    }
-    free(text);
-    return copy;
+    return gw__mcp_server_item_of(copy, dev);
 }
 
 /* Adds dev's items of kind to the page; false once the page is full. */

@@ -4,6 +4,7 @@
  * cursor, and refuse it.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codec/jsonrpc.h"
@@ -146,4 +147,25 @@ cJSON *gw__mcp_server_page_result(const struct gw_rpc *rpc, cJSON *res,
         }
     }
     return gw_rpc_result(rpc->id, res);
+}
+
+cJSON *gw__mcp_server_item_of(cJSON *copy, const struct gw_device *dev)
+{
+    const cJSON *desc = cJSON_GetObjectItemCaseSensitive(copy, "description");
+    const char *was = cJSON_IsString(desc) ? desc->valuestring : "";
+    size_t len = strlen(dev->client_id) + 4 + strlen(was);
+    char *text = malloc(len);
+
+    if (text == NULL) {
+        cJSON_Delete(copy);
+        return NULL;
+    }
+    snprintf(text, len, "[%s] %s", dev->client_id, was);
+    cJSON_DeleteItemFromObjectCaseSensitive(copy, "description");
+    if (cJSON_AddStringToObject(copy, "description", text) == NULL) {
+        cJSON_Delete(copy);
+        copy = NULL;
+    }
+    free(text);
+    return copy;
 }

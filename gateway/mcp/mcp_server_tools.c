@@ -29,9 +29,6 @@ static cJSON *shown_tool(const cJSON *tool, const char *name,
                          const struct gw_device *dev, bool aggregated)
 {
     cJSON *copy = cJSON_Duplicate(tool, true);
-    const cJSON *desc;
-    char *text;
-    size_t len;
 
     if (copy == NULL) {
         return NULL;
@@ -55,22 +52,7 @@ static cJSON *shown_tool(const cJSON *tool, const char *name,
     if (!aggregated) {
         return copy;
     }
-    desc = cJSON_GetObjectItemCaseSensitive(tool, "description");
-    len = strlen(dev->client_id) + 4 +
-          (cJSON_IsString(desc) ? strlen(desc->valuestring) : 0);
-    if ((text = malloc(len)) == NULL) {
-        cJSON_Delete(copy);
-        return NULL;
-    }
-    snprintf(text, len, "[%s] %s", dev->client_id,
-             cJSON_IsString(desc) ? desc->valuestring : "");
-    cJSON_DeleteItemFromObjectCaseSensitive(copy, "description");
-    if (cJSON_AddStringToObject(copy, "description", text) == NULL) {
-        cJSON_Delete(copy);
-        copy = NULL;
-    }
-    free(text);
-    return copy;
+    return gw__mcp_server_item_of(copy, dev);
 }
 
 /* Adds dev's visible tools to the page; false once the page is full. */

@@ -680,6 +680,21 @@ static void test_resources(void **state)
                             item, "description")),
                         want);
     cJSON_Delete(msg);
+    /* Tools on /mcp carry their device's client id the same way, a tool
+     * without a description too. */
+    msg = call("/mcp", agg, "tools/list", "{}");
+    const cJSON *tools =
+        cJSON_GetObjectItemCaseSensitive(result_of(msg), "tools");
+    assert_int_equal(cJSON_GetArraySize(tools), 2);
+    snprintf(want, sizeof(want), "[%s] a", DEV);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            cJSON_GetArrayItem(tools, 0), "description")),
+                        want);
+    snprintf(want, sizeof(want), "[%s] ", DEV);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            cJSON_GetArrayItem(tools, 1), "description")),
+                        want);
+    cJSON_Delete(msg);
     msg = call("/mcp", agg, "resources/templates/list", "{}");
     item = cJSON_GetArrayItem(
         cJSON_GetObjectItemCaseSensitive(result_of(msg), "resourceTemplates"),
