@@ -121,6 +121,19 @@ static enum route route_of(struct gw_http_req *req)
 
 /* ---- the checks of the head -------------------------------------------- */
 
+/*
+ * A route that reads no body holds none (open to anyone while http.token
+ * is not set): one announced is refused before it is read.
+ */
+static bool no_body(struct gw_http_req *req)
+{
+    if (gw_http_content_length(gw_http_req_header(req, "content-length")) > 0) {
+        gw__api_refuse(req, 413, false, "this route takes no body", NULL);
+        return false;
+    }
+    return true;
+}
+
 /* Pushing acts on devices: like the MCP server, off without a token. */
 static bool push_allowed(const struct gw_config *cfg, struct gw_http_req *req)
 {
@@ -235,7 +248,10 @@ static void on_head(struct gw_http_req *req, void *arg)
     }
     switch (route) {
     case ROUTE_HEALTHZ:
-        (void)gw__api_method_ok(req, "GET, HEAD", false);
+        /* Anyone may ask (probes send no token); a bearer sent must be
+         * the token, which shows the whole document. */
+        (void)(gw__api_method_ok(req, "GET, HEAD", false) &&
+               (gw__api_bearer(req) == NULL || gw__api_token_ok(cfg, req)));
         break;
     case ROUTE_MANAGER:
     case ROUTE_CALL:
@@ -246,7 +262,7 @@ static void on_head(struct gw_http_req *req, void *arg)
                gw__api_token_ok(cfg, req));
         break;
     case ROUTE_DEVICES:
-        (void)gw__api_token_ok(cfg, req);
+        (void)(gw__api_token_ok(cfg, req) && no_body(req));
         break;
     case ROUTE_MCP:
         if (!mcp_cors(api, req)) {
@@ -310,23 +326,42 @@ static void healthz_cluster(const struct gw_metrics_sources *src, cJSON *doc)
     }
 }
 
+/*
+ * The overall status to anyone; the rest (backends and their failures,
+ * the instances and their addresses) with http.token's bearer, or to
+ * anyone when no token is set (every route is open then).
+ */
 static void healthz(struct gw_http_api *api, struct gw_http_req *req)
 {
     const struct gw_metrics_sources *src = &api->env.metrics;
+    const struct gw_config *cfg = gw_config_live_get(api->env.config);
     bool up = src->mqtt != NULL && gw_mqtt_link_is_up(src->mqtt);
+    bool full = cfg->http.token[0] == '\0' ||
+                gw_http_api_token_matches(
+                    cfg->http.token, gw_http_req_header(req, "authorization"));
     const struct gw_backend_pool *pool = api->env.sessions->env.pool;
+    const char *status = up ? "ok" : "unavailable";
     cJSON *doc = cJSON_CreateObject();
-    cJSON *status =
-        cJSON_AddStringToObject(doc, "status", up ? "ok" : "unavailable");
+    cJSON *item = cJSON_AddStringToObject(doc, "status", status);
 
     cJSON_AddStringToObject(doc, "broker", up ? "up" : "down");
     /* A route none of whose backends is in rotation: still 200 (sessions
      * still try them), but said, with the route and backends. */
     if (pool != NULL &&
-        gw_backend_pool_health_json(pool, gw_config_live_get(api->env.config),
-                                    uv_now(api->env.loop), doc) > 0 &&
+        gw_backend_pool_health_json(pool, cfg, uv_now(api->env.loop), doc) >
+            0 &&
         up) {
-        cJSON_SetValuestring(status, "degraded");
+        status = "degraded";
+        if (item != NULL) {
+            cJSON_SetValuestring(item, status);
+        }
+    }
+    if (!full) {
+        cJSON_Delete(doc);
+        doc = cJSON_CreateObject();
+        cJSON_AddStringToObject(doc, "status", status);
+        gw__api_send_json(req, up ? 200 : 503, doc, NULL);
+        return;
     }
     cJSON_AddNumberToObject(doc, "sessions",
                             (double)gw_sessions_live(api->env.sessions));

@@ -116,7 +116,8 @@ bool gw__api_ota_path(const char *path);
 
 /*
  * The head checks of an OTA request (after Host and Origin): 404 while
- * off, 405 unless POST. Returns false when it has answered.
+ * off, 405 unless POST, 413 for a body announced over GW_OTA_BODY_MAX.
+ * Returns false when it has answered.
  */
 bool gw__api_ota_head(const struct gw_config *cfg, struct gw_ota_stats *st,
                       struct gw_http_req *req);

@@ -227,6 +227,12 @@ bool gw__api_ota_head(const struct gw_config *cfg, struct gw_ota_stats *st,
         refuse(st, GW_OTA_METHOD, req, 405, "method not allowed", allow);
         return false;
     }
+    /* Anyone may ask: no more is read than the check's parser takes. */
+    if (gw_http_content_length(gw_http_req_header(req, "content-length")) >
+        GW_OTA_BODY_MAX) {
+        refuse(st, GW_OTA_MALFORMED, req, 413, "the body is too large", NULL);
+        return false;
+    }
     return true;
 }
 
@@ -256,8 +262,8 @@ void gw__api_ota_serve(const struct gw_config *cfg, struct gw_ota_stats *st,
     body = gw_http_req_body(req, &len);
     rc = gw_ota_request_parse(&h, body, len, &r, &why);
     if (rc != 0) {
-        /* 413 for a body under http.max_body_bytes but over the check's
-         * own bound; counted with the malformed ones all the same. */
+        /* A body over the check's own bound was refused at its head
+         * (gw__api_ota_head); counted with the malformed ones. */
         refuse(st, GW_OTA_MALFORMED, req, rc == GW_ETOOBIG ? 413 : 400, why,
                NULL);
         return;

@@ -343,10 +343,16 @@ static bool begin(struct gw_http_req *req)
     const char *expect;
     long long len =
         gw_http_content_length(gw_http_req_header(req, "content-length"));
+    bool chunked = gw_http_req_header(req, "transfer-encoding") != NULL;
 
     if (len < -1) {
         gw__http_req_refuse(req, 400, "bad Content-Length");
-    } else if (gw_http_req_header(req, "transfer-encoding") != NULL) {
+    } else if ((len > 0 || chunked) &&
+               (req->head || strcmp(req->method, "GET") == 0)) {
+        /* Nothing served by GET or HEAD reads a body, and these are the
+         * methods anyone may use: none is held. */
+        gw__http_req_refuse(req, 400, "a GET or HEAD request takes no body");
+    } else if (chunked) {
         /* lws reads no chunked bodies */
         gw__http_req_refuse(req, 411, "a body needs Content-Length");
     } else if (len > (long long)req->srv->max_body) {

@@ -31,10 +31,13 @@ struct gw_http_server_options {
     size_t max_body;    /* bodies over this get 413 without the handler */
     /*
      * Optional: sees each request once its head is complete, before any
-     * of its body is read (authorisation). Answering it there refuses the
-     * request: its body is never read and the connection closes after the
-     * answer. Not answering lets the body come; on_request follows. It
-     * must not keep req (no on_gone, no later answer).
+     * of its body is read (authorisation, and a route's own bound on its
+     * body: gw_http_req_header(req, "content-length") is then valid or
+     * absent). Answering it there refuses the request: its body is never
+     * read and the connection closes after the answer. Not answering lets
+     * the body come; on_request follows. It must not keep req (no
+     * on_gone, no later answer). GET and HEAD requests announcing a body
+     * are refused (400) before it.
      */
     gw_http_handler on_head;
     gw_http_handler on_request;

@@ -53,9 +53,16 @@ api() {
         "$@" "http://127.0.0.1:$HTTP_PORT$path"
 }
 
+# health: the whole /healthz document (the token shows more than the
+# status).
+health() {
+    curl -sS --max-time 5 -H "Authorization: Bearer $TOKEN" \
+        "http://127.0.0.1:$HTTP_PORT/healthz"
+}
+
 # sessions_are N: /healthz says N live sessions.
 sessions_are() {
-    [ "$(curl -sS --max-time 2 "http://127.0.0.1:$HTTP_PORT/healthz" |
+    [ "$(health |
         jq -r .sessions 2>/dev/null)" = "$1" ]
 }
 
@@ -122,7 +129,7 @@ check "state draining, 2 sessions, deadline $DEADLINE_S s" \
     '.state == "draining" and .started == true and .sessions == 2 and
      .deadline_s == $dl' "$GW_TMP/api"
 check "/healthz says draining" \
-    jq -e '.cluster.state == "draining"' <(curl -sS --max-time 5 "http://127.0.0.1:$HTTP_PORT/healthz")
+    jq -e '.cluster.state == "draining"' <(health)
 check "logged with the sessions and the deadline" \
     wait_for_line "$GW_LOG" "drain asked by POST /api/drain from 127.0.0.1.*2 sessions live, deadline in $DEADLINE_S s"
 sleep 1 # so that a restarted deadline would show

@@ -163,11 +163,27 @@ static void test_healthz_and_origin(void **state)
     cJSON *doc;
 
     (void)state;
-    ask("GET", "/healthz", NULL, NULL, &r); /* no token needed */
+    /* No token needed, and without it only the overall status: no
+     * backend's name, failure or address. */
+    ask("GET", "/healthz", NULL, NULL, &r);
+    assert_int_equal(r.status, 503);
+    doc = json_of(&r);
+    assert_string_equal(json_str(doc, "status"), "unavailable");
+    assert_int_equal(cJSON_GetArraySize(doc), 1);
+    cJSON_Delete(doc);
+    assert_null(strstr(r.body, "main"));
+    assert_null(strstr(r.body, "127.0.0.1"));
+    /* The whole document with the token. */
+    ask("GET", "/healthz", AUTH, NULL, &r);
     assert_int_equal(r.status, 503);
     doc = json_of(&r);
     assert_string_equal(json_str(doc, "status"), "unavailable");
     assert_string_equal(json_str(doc, "broker"), "down");
+    assert_string_equal(
+        json_str(cJSON_GetArrayItem(
+                     cJSON_GetObjectItemCaseSensitive(doc, "backends"), 0),
+                 "name"),
+        "main");
     assert_int_equal(
         cJSON_GetObjectItemCaseSensitive(doc, "sessions")->valueint, 0);
     assert_int_equal(
@@ -175,6 +191,8 @@ static void test_healthz_and_origin(void **state)
     assert_true(
         cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(doc, "uptime_s")));
     cJSON_Delete(doc);
+    ask("GET", "/healthz", "Authorization: Bearer tok-12\r\n", NULL, &r);
+    assert_int_equal(r.status, 401);
 
     static const char *const good[] = {
         "http://localhost:5173", "https://localhost", "http://127.0.0.1:80",
@@ -619,6 +637,12 @@ static void test_mcp_off_without_token(void **state)
     /* The rest of the operator's API stays as it was without a token. */
     ask("GET", "/api/devices", NULL, NULL, &r);
     assert_int_equal(r.status, 200);
+    ask("GET", "/healthz", NULL, NULL, &r);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "\"backends\":[{\"name\":\"main\""));
+    /* Open to anyone now, so it holds no body. */
+    ask("POST", "/api/devices/" DEVICE_PATH "/refresh", NULL, "{}", &r);
+    assert_int_equal(r.status, 413);
 }
 
 /* initialize on /mcp: the status, and the session id into sid. */

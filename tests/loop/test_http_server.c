@@ -773,6 +773,41 @@ static void test_refused_from_the_head(void **state)
     assert_int_equal(T.heads, 3);
 }
 
+/* GET and HEAD read no body: one announced is refused from the head. */
+static void test_get_with_a_body_refused(void **state)
+{
+    static const char *const reqs[] = {
+        "GET /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n01234",
+        "HEAD /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n",
+        "GET /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+        "\r\n3\r\nabc\r\n",
+    };
+    struct hc_client c;
+    struct hc_resp r;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+        open_client(&c, "127.0.0.1");
+        hc_send(&c, reqs[i]);
+        /* A HEAD answer's length has no body after it: read the head. */
+        RUN_UNTIL(strstr(c.rx, "\r\n\r\n") != NULL);
+        assert_memory_equal(c.rx, "HTTP/1.1 400 ", 13);
+        assert_non_null(strstr(c.rx, "\r\nConnection: close\r\n"));
+        RUN_UNTIL(c.eof);
+        hc_close(&c);
+    }
+    assert_int_equal(T.requests, 0);
+    assert_int_equal(T.heads, 0);
+    assert_int_equal(STAT(body_bytes), 0);
+    assert_int_equal(gw_http_server_responses(T.srv, 400), 3);
+    /* Content-Length: 0 is no body. */
+    open_client(&c, "127.0.0.1");
+    hc_get(&c, "GET /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+           &r);
+    assert_int_equal(r.status, 200);
+    hc_close(&c);
+}
+
 static void test_body_grows_as_it_arrives(void **state)
 {
     struct hc_client c;
@@ -901,6 +936,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ipv6, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bind_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_from_the_head, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_get_with_a_body_refused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_body_grows_as_it_arrives, setup,
                                         teardown),

@@ -275,8 +275,15 @@ async function checkDeviceEndpoint(mcp, device) {
 async function checkOps(base, token, device) {
     let res = await request(base + '/healthz');
     check('GET /healthz answers 200 without a token', res.status === 200, `got ${res.status}`);
-    await res.body?.cancel();
+    const brief = await res.json();
+    check('saying only the status', JSON.stringify(Object.keys(brief)) === '["status"]',
+        JSON.stringify(brief));
     const auth = { Authorization: `Bearer ${token}` };
+    res = await request(base + '/healthz', { headers: auth });
+    const whole = await res.json();
+    check('GET /healthz with the token says the backends and the broker',
+        res.status === 200 && Array.isArray(whole.backends) && whole.broker === 'up',
+        JSON.stringify(whole));
     let s = await status(request(base + '/metrics'));
     check('GET /metrics without the token gets 401', s === 401, `got ${s}`);
     res = await request(base + '/metrics', { headers: auth });

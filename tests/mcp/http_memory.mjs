@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // What unauthenticated HTTP clients can make the gateway hold: opens many
-// connections at once, each announcing a big POST body and sending most of
-// it without a bearer token, then leaves them idle and samples the
-// gateway's resident memory (VmRSS of its /proc entry) until it settles.
-// Prints one JSON line: the RSS before and after, the growth, and how each
-// connection ended (answered with a status, or closed without an answer).
+// connections at once, each announcing a big body and sending most of it
+// without a bearer token, then leaves them idle and samples the gateway's
+// resident memory (VmRSS of its /proc entry) until it settles; optionally
+// then asks a path on a fresh connection (does the gateway still answer?).
+// Prints one JSON line: the RSS before and after, the growth, how each
+// connection ended (answered with a status, or closed without an answer)
+// and the fresh request's status.
 import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -15,6 +17,9 @@ const { values: opt } = parseArgs({
         port: { type: 'string' },
         pid: { type: 'string' },
         path: { type: 'string', default: '/mcp' },
+        target: { type: 'string', multiple: true },
+        'local-addresses': { type: 'string', default: '0' },
+        probe: { type: 'string' },
         connections: { type: 'string', default: '200' },
         announce: { type: 'string', default: '262144' },
         send: { type: 'string', default: '204800' },
@@ -29,6 +34,12 @@ if (opt.help || !opt.port || !opt.pid) {
   --port P            its port
   --pid PID           the gateway's process id (its VmRSS is sampled)
   --path PATH         where to POST (/mcp)
+  --target 'M PATH'   a method and path instead (repeatable: the connections
+                      take them in turn)
+  --local-addresses N the connections come from 127.0.0.2 .. 127.0.0.(N+1)
+                      in turn (0: any address)
+  --probe PATH        then GET PATH on a fresh connection (its status, or
+                      "closed", in .probe)
   --connections N     connections opened at once (200)
   --announce BYTES    the Content-Length each announces (262144)
   --send BYTES        body bytes each sends before going idle (204800)
@@ -40,6 +51,8 @@ if (opt.help || !opt.port || !opt.pid) {
 const n = Number(opt.connections);
 const announce = Number(opt.announce);
 const send = Number(opt.send);
+const targets = opt.target ?? [`POST ${opt.path}`];
+const locals = Number(opt['local-addresses']);
 
 function rssKiB() {
     const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${opt.pid}/status`, 'utf8'));
@@ -51,8 +64,8 @@ const before = rssKiB();
 const ends = {};
 let pending = n;
 const sockets = [];
-const head =
-    `POST ${opt.path} HTTP/1.1\r\nHost: ${opt.host}:${opt.port}\r\n` +
+const head = (target) =>
+    `${target} HTTP/1.1\r\nHost: ${opt.host}:${opt.port}\r\n` +
     'Content-Type: application/json\r\nAccept: application/json\r\n' +
     `Content-Length: ${announce}\r\n\r\n`;
 const body = Buffer.alloc(send, 0x20);
@@ -61,7 +74,11 @@ const body = Buffer.alloc(send, 0x20);
 // was answered or closed.
 await new Promise((resolve) => {
     for (let i = 0; i < n; i++) {
-        const s = net.connect(Number(opt.port), opt.host);
+        const s = net.connect({
+            port: Number(opt.port),
+            host: opt.host,
+            ...(locals > 0 ? { localAddress: `127.0.0.${2 + (i % locals)}` } : {}),
+        });
         let rx = '';
         let settled = false;
         const settle = () => {
@@ -81,7 +98,7 @@ await new Promise((resolve) => {
             settle();
         });
         s.on('connect', () => {
-            s.write(head);
+            s.write(head(targets[i % targets.length]));
             s.write(body, settle);
         });
         sockets.push(s);
@@ -102,6 +119,37 @@ for (let waited = 0; waited < Number(opt['settle-ms']); waited += 300) {
 }
 const open = sockets.filter((s) => !s.destroyed).length;
 ends.open = open;
+
+// One request on a fresh connection once the refused connections are
+// closed (at most 5 s), while any not refused are still held: its
+// status, or how it failed.
+let probe;
+if (opt.probe) {
+    for (let waited = 0; waited < 5000 && sockets.some((s) => !s.destroyed); waited += 100) {
+        await sleep(100);
+    }
+    probe = await new Promise((resolve) => {
+        const s = net.connect(Number(opt.port), opt.host);
+        let rx = '';
+        const timer = setTimeout(() => {
+            s.destroy();
+            resolve('timeout');
+        }, 5000);
+        s.on('data', (d) => {
+            rx += d.toString('latin1');
+        });
+        s.on('error', () => {});
+        s.on('close', () => {
+            clearTimeout(timer);
+            const m = /^HTTP\/1\.[01] (\d{3})/.exec(rx);
+            resolve(m ? Number(m[1]) : 'closed');
+        });
+        s.on('connect', () => {
+            s.write(`GET ${opt.probe} HTTP/1.1\r\nHost: ${opt.host}:${opt.port}\r\n` +
+                'Connection: close\r\n\r\n');
+        });
+    });
+}
 for (const s of sockets) s.destroy();
 console.log(
     JSON.stringify({
@@ -112,5 +160,6 @@ console.log(
         rss_after_kib: after,
         growth_kib: after - before,
         ends,
+        ...(probe !== undefined ? { probe } : {}),
     }),
 );
