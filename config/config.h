@@ -107,8 +107,9 @@ struct gw_mcp_server_config {
         enum gw_auth_scheme scheme; /* none or bearer */
         char *token;                /* GW_AUTH_BEARER */
     } auth;
-    char *ca_file;  /* extra CA for https:// ("" = system store) */
-    int timeout_ms; /* per request, initialize included */
+    char *ca_file;       /* extra CA for https:// ("" = system store) */
+    int timeout_ms;      /* per request, initialize included */
+    int max_connections; /* transfers to it open at once, all devices */
     struct {
         char **groups;
         size_t n_groups;

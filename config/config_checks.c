@@ -98,6 +98,31 @@ const char *gw__config_check_http_url(void *field)
                      "scheme must be http:// or https://");
 }
 
+/*
+ * An MCP server's endpoint goes to libcurl as written: credentials in it
+ * would go out as Basic auth (and into logs), a byte over 0x7e is not a
+ * URL's.
+ */
+const char *gw__config_check_mcp_server_url(void *field)
+{
+    const char *s = *(char **)field;
+    const char *why = gw__config_check_http_url(field);
+
+    if (why != NULL) {
+        return why;
+    }
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p > 0x7e) {
+            return "must be ASCII (no byte over 0x7e)";
+        }
+    }
+    const char *host = strstr(s, "://") + 3;
+    if (memchr(host, '@', strcspn(host, "/?#")) != NULL) {
+        return "must not contain user:password@ (use auth.token)";
+    }
+    return NULL;
+}
+
 /* A URL handed to devices, or "" for none. */
 const char *gw__config_check_optional_http_url(void *field)
 {

@@ -12,6 +12,7 @@ const char *gw__config_check_name(void *field);
 const char *gw__config_check_url(void *field);
 const char *gw__config_check_http_url(void *field);
 const char *gw__config_check_optional_http_url(void *field);
+const char *gw__config_check_mcp_server_url(void *field);
 const char *gw__config_check_header_value(void *field);
 const char *gw__config_check_level_topic(void *field);
 const char *gw__config_check_status_topic(void *field);

@@ -308,10 +308,13 @@ static const struct gw_config_table mcp_server_allow_table =
 #define MS(m) offsetof(struct gw_mcp_server_config, m)
 static const struct gw_config_key mcp_server_keys[] = {
     KEY_STR("name", MS(name), GW_CF_REQUIRED, NULL, gw__config_check_name),
-    KEY_STR("url", MS(url), GW_CF_REQUIRED, NULL, gw__config_check_http_url),
+    KEY_STR("url", MS(url), GW_CF_REQUIRED, NULL,
+            gw__config_check_mcp_server_url),
     KEY_OBJ("auth", MS(auth), &mcp_server_auth_table),
     KEY_STR("ca_file", MS(ca_file), GW_CF_RELOAD, "", NULL),
     KEY_INT("timeout_ms", MS(timeout_ms), GW_CF_RELOAD, 30000, 100, 600000),
+    /* Every POST and DELETE to it is a connection of the gateway's. */
+    KEY_INT("max_connections", MS(max_connections), GW_CF_RELOAD, 32, 1, 4096),
     KEY_OBJ("allow", MS(allow), &mcp_server_allow_table),
 };
 static const struct gw_config_table mcp_server_table =

@@ -672,25 +672,32 @@ static void outbound_part(struct out *o, const struct gw_metrics_sources *src)
            "MCP server failures seen by device requests, by reason.");
     gw_mcp_outbound_each_stats(src->outbound, outbound_failures, o);
     const struct {
-        const char *name, *help;
+        const char *name, *type, *help;
         size_t offset;
     } counts[] = {
-        {"hybridgw_mcp_outbound_initializes_total",
+        {"hybridgw_mcp_outbound_initializes_total", "counter",
          "MCP sessions initialized with a server, by server.",
          offsetof(struct gw_outbound_server_stats, initializes)},
-        {"hybridgw_mcp_outbound_reinitializes_total",
+        {"hybridgw_mcp_outbound_reinitializes_total", "counter",
          "Sessions initialized again after the server forgot them.",
          offsetof(struct gw_outbound_server_stats, reinitializes)},
-        {"hybridgw_mcp_outbound_notifications_total",
+        {"hybridgw_mcp_outbound_notifications_total", "counter",
          "Server notifications passed on to devices.",
          offsetof(struct gw_outbound_server_stats, notifications)},
-        {"hybridgw_mcp_outbound_sessions_ended_total",
+        {"hybridgw_mcp_outbound_sessions_ended_total", "counter",
          "Sessions with servers ended (idle, device offline).",
          offsetof(struct gw_outbound_server_stats, sessions_ended)},
+        {"hybridgw_mcp_outbound_dropped_total", "counter",
+         "Notifications and DELETEs to servers not sent: over the device's "
+         "outbound_max_pending or the server's max_connections.",
+         offsetof(struct gw_outbound_server_stats, dropped)},
+        {"hybridgw_mcp_outbound_connections", "gauge",
+         "Transfers to a server open now (at most its max_connections).",
+         offsetof(struct gw_outbound_server_stats, connections)},
     };
     for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
         struct outbound_count oc = {o, counts[i].name, counts[i].offset};
-        family(o, counts[i].name, "counter", counts[i].help);
+        family(o, counts[i].name, counts[i].type, counts[i].help);
         gw_mcp_outbound_each_stats(src->outbound, outbound_count, &oc);
     }
     counter(o, "hybridgw_mcp_outbound_refused_total",

@@ -28,7 +28,7 @@
     XX(TIMEOUT, "timeout")     /* no answer within timeout_ms (-32001) */      \
     XX(FAILED, "failed")       /* connect, TLS, HTTP, body (-32008) */         \
     XX(NO_SERVER, "no_server") /* unknown or not allowed (-32007) */           \
-    XX(BUSY, "busy")           /* over outbound_max_pending (-32003) */        \
+    XX(BUSY, "busy") /* over outbound_max_pending, max_connections (-32003) */ \
     XX(INVALID, "invalid")     /* its id is already waiting (-32600) */        \
     XX(TOO_LARGE, "too_large") /* over what the device reads (-32602) */       \
     XX(CANCELLED, "cancelled") /* the device withdrew it */                    \
@@ -50,7 +50,8 @@ enum gw_outbound_outcome {
     XX(BODY, "bad_body")     /* not JSON-RPC, wrong type, cut off */           \
     XX(TOO_BIG, "too_big")   /* over outbound_max_response_bytes */            \
     XX(TRANSFER, "transfer") /* the connection broke */                        \
-    XX(SESSION, "session")   /* the session was lost again after re-init */
+    XX(SESSION, "session")   /* the session was lost again after re-init */    \
+    XX(VERSION, "protocol_version") /* initialize: not a version known */
 
 enum gw_outbound_failure {
 #define XX(name, _) GW_OUTBOUND_FAIL_##name,
@@ -71,6 +72,10 @@ struct gw_outbound_server_stats {
     uint64_t reinitializes;  /* after a 404 on a session */
     uint64_t notifications;  /* server notifications to devices */
     uint64_t sessions_ended; /* DELETEd idle, device gone, ... */
+    /* Notifications and DELETEs not sent: over the device's
+     * outbound_max_pending or the server's max_connections. */
+    uint64_t dropped;
+    uint64_t connections; /* transfers open now (not a counter) */
 };
 
 struct gw_mcp_outbound;

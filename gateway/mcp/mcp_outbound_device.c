@@ -3,7 +3,8 @@
  * (device, server) session (ping and a repeated initialize answered by
  * the gateway; refused over outbound_max_pending or with an id already
  * waiting; ended by its own timer), a notification goes to the server
- * (a notifications/cancelled ends the call it names).
+ * (dropped over outbound_max_pending; a notifications/cancelled ends the
+ * call it names).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,12 +47,14 @@ static void on_call_timeout(uv_timer_t *t)
     gw__mcp_outbound_call_fail(c, GW_OUTBOUND_TIMEOUT, GW_RPC_TIMEOUT, text);
 }
 
-/* Requests of this device waiting on any server. */
+/* Requests of this device waiting on any server, and the notifications
+ * it sent on their way: each holds a connection. (The gateway's own, and
+ * DELETEs, follow from its calls and sessions.) */
 static unsigned device_pending(struct gw_mcp_outbound *ob,
                                const char *client_id)
 {
     const struct gw_config *cfg = gw__mcp_outbound_config(ob);
-    unsigned n = 0;
+    unsigned n = gw__mcp_outbound_posts_of(ob, client_id);
 
     for (size_t i = 0; i < cfg->n_mcp_servers; i++) {
         struct ob_session *s = gw__mcp_outbound_session_find(
@@ -112,7 +115,8 @@ void gw__mcp_outbound_request(struct gw_mcp_outbound *ob, const char *client_id,
     if (device_pending(ob, client_id) >=
         (unsigned)cfg->mcp.outbound_max_pending) {
         snprintf(text, sizeof(text),
-                 "too many requests to MCP servers waiting (limit %d)",
+                 "too many requests and notifications to MCP servers on "
+                 "their way (limit %d)",
                  cfg->mcp.outbound_max_pending);
         gw__mcp_outbound_log(ob, GW_LOG_WARN, client_id, "%s to %s refused: %s",
                              rpc->method, ms->name, text);
@@ -180,6 +184,8 @@ void gw__mcp_outbound_notification(struct gw_mcp_outbound *ob,
     struct ob_session *s =
         ms != NULL ? gw__mcp_outbound_session_find(ob, client_id, ms->name)
                    : NULL;
+    struct ob_xfer *x;
+    int limit;
 
     if (ms == NULL) {
         gw__mcp_outbound_log(
@@ -215,5 +221,19 @@ void gw__mcp_outbound_notification(struct gw_mcp_outbound *ob,
                              ms->name);
         return;
     }
-    (void)gw__mcp_outbound_xfer_start(ob, ms, s, X_NOTIFY, payload, 0, NULL);
+    limit = gw__mcp_outbound_config(ob)->mcp.outbound_max_pending;
+    if (device_pending(ob, client_id) >= (unsigned)limit) {
+        gw__mcp_outbound_stats(ob, ms->name)->dropped++;
+        gw__mcp_outbound_log(ob, GW_LOG_WARN, client_id,
+                             "%s to %s dropped: too many requests and "
+                             "notifications to MCP servers on their way "
+                             "(limit %d)",
+                             rpc->method, ms->name, limit);
+        return;
+    }
+    /* Over the server's max_connections: dropped and counted there. */
+    if (gw__mcp_outbound_xfer_start(ob, ms, s, X_NOTIFY, payload, 0, NULL,
+                                    &x) == 0) {
+        x->from_device = true;
+    }
 }

@@ -1,6 +1,7 @@
 /*
  * The outbound's HTTP transfers (MCP's Streamable HTTP): one POST or
- * DELETE with the session's headers, its response read as JSON or as an
+ * DELETE with the session's headers, within the server's max_connections
+ * (each holds a connection), its response read as JSON or as an
  * event stream within mcp.outbound_max_response_bytes, the JSON-RPC
  * messages in it handed to the transfer's owner, and why it ended without
  * an answer. A transfer goes with its transfer's end, or at once when
@@ -15,8 +16,19 @@
 #include "common/log.h"
 #include "gateway/mcp/mcp_outbound_int.h"
 
+/* Out of its server's connections: ended, or answered (the rest of it is
+ * not read, its end follows). */
+static void xfer_uncount(struct ob_xfer *x)
+{
+    if (x->counted) {
+        x->counted = false;
+        gw__mcp_outbound_stats(x->ob, x->server)->connections--;
+    }
+}
+
 static void xfer_free(struct ob_xfer *x)
 {
+    xfer_uncount(x);
     gw_list_unlink(&x->node);
     if (x->sse_ready) {
         gw_sse_free(&x->parser);
@@ -80,6 +92,7 @@ static void xfer_message(struct ob_xfer *x, const char *text, size_t len)
                       "the answer has an id the gateway did not send");
         } else {
             x->answered = true;
+            xfer_uncount(x); /* what the answer starts may take its place */
             x->ops->on_answer(x, msg, &rpc);
         }
     } else {
@@ -185,21 +198,66 @@ build_headers(const struct gw_mcp_server_config *ms, const struct ob_session *s,
 static void xfer_on_done(void *arg, enum gw_http_result result, int status,
                          const char *detail);
 
-struct ob_xfer *gw__mcp_outbound_xfer_start(
-    struct gw_mcp_outbound *ob, const struct gw_mcp_server_config *ms,
-    struct ob_session *s, enum xfer_kind kind, const cJSON *msg,
-    uint32_t want_id, const struct ob_xfer_ops *ops)
+unsigned gw__mcp_outbound_posts_of(const struct gw_mcp_outbound *ob,
+                                   const char *client_id)
+{
+    unsigned n = 0;
+
+    for (const struct gw_list *it = ob->posts.next; it != &ob->posts;
+         it = it->next) {
+        const struct ob_xfer *x = GW_LIST_ENTRY(it, struct ob_xfer, node);
+        n += x->from_device && strcmp(x->client_id, client_id) == 0;
+    }
+    return n;
+}
+
+/* Over the server's max_connections: a notification or DELETE is dropped
+ * here (nobody waits for it), a request is refused by its owner. */
+static bool server_full(struct gw_mcp_outbound *ob,
+                        const struct gw_mcp_server_config *ms,
+                        const struct ob_session *s, enum xfer_kind kind,
+                        const cJSON *msg)
+{
+    struct gw_outbound_server_stats *st = gw__mcp_outbound_stats(ob, ms->name);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(msg, "method");
+
+    if (st->connections < (uint64_t)ms->max_connections) {
+        return false;
+    }
+    if (kind == X_NOTIFY || kind == X_DELETE) {
+        st->dropped++;
+        gw__mcp_outbound_log(
+            ob, GW_LOG_WARN, s->client_id,
+            "%s to %s dropped: %d connections to it open (max_connections)",
+            kind == X_DELETE    ? "DELETE"
+            : cJSON_IsString(m) ? m->valuestring
+                                : "notification",
+            ms->name, ms->max_connections);
+    }
+    return true;
+}
+
+int gw__mcp_outbound_xfer_start(struct gw_mcp_outbound *ob,
+                                const struct gw_mcp_server_config *ms,
+                                struct ob_session *s, enum xfer_kind kind,
+                                const cJSON *msg, uint32_t want_id,
+                                const struct ob_xfer_ops *ops,
+                                struct ob_xfer **out)
 {
     /* initialize opens the session: every other request names it */
     bool with_session = kind != X_INIT;
     char auth[1024], sidh[SID_MAX + 32], verh[64];
     const char *headers[6];
-    struct ob_xfer *x = calloc(1, sizeof(*x));
+    struct ob_xfer *x;
     char *body = NULL;
     int rc;
 
+    if (server_full(ob, ms, s, kind, msg)) {
+        return GW_ELIMIT;
+    }
+    x = calloc(1, sizeof(*x));
     if (x == NULL) {
-        return NULL;
+        return GW_ENOMEM;
     }
     x->ob = ob;
     x->kind = kind;
@@ -207,12 +265,13 @@ struct ob_xfer *gw__mcp_outbound_xfer_start(
     x->ops = ops;
     gw_list_init(&x->node);
     snprintf(x->server, sizeof(x->server), "%s", ms->name);
+    snprintf(x->client_id, sizeof(x->client_id), "%s", s->client_id);
     if ((msg != NULL && (body = cJSON_PrintUnformatted(msg)) == NULL) ||
         (with_session && s->sid != NULL &&
          (x->sent_sid = strdup(s->sid)) == NULL)) {
         cJSON_free(body);
         free(x);
-        return NULL;
+        return GW_ENOMEM;
     }
     struct gw_http_options opts = {
         .method = kind == X_DELETE ? "DELETE" : "POST",
@@ -238,12 +297,18 @@ struct ob_xfer *gw__mcp_outbound_xfer_start(
     cJSON_free(body);
     if (rc != 0) {
         xfer_free(x);
-        return NULL;
+        /* GW_ELIMIT means the server's cap to the callers */
+        return rc == GW_ELIMIT ? GW_EINVAL : rc;
     }
+    x->counted = true;
+    gw__mcp_outbound_stats(ob, ms->name)->connections++;
     if (kind == X_NOTIFY || kind == X_DELETE) {
         gw_list_insert_tail(&ob->posts, &x->node);
     }
-    return x;
+    if (out != NULL) {
+        *out = x;
+    }
+    return 0;
 }
 
 static enum gw_outbound_failure failure_of(enum gw_http_result r)

@@ -68,6 +68,7 @@ struct ob_xfer_ops {
 struct ob_xfer {
     struct gw_list node; /* in ob->posts (notify, delete) */
     struct gw_mcp_outbound *ob;
+    char client_id[GW_CLIENT_ID_MAX + 1]; /* whose session it is of */
     struct gw_http_req *req;
     enum xfer_kind kind;
     struct ob_session *s;          /* X_INIT: the session, NULL once let go */
@@ -79,8 +80,10 @@ struct ob_xfer {
     bool in_cb;     /* inside a callback of its transfer */
     bool abandoned; /* let go of inside a callback */
     bool answered;
-    char *sid;      /* Mcp-Session-Id of the response */
-    char *sent_sid; /* the one the request carried, or NULL */
+    bool counted;     /* in its server's connections */
+    bool from_device; /* a device's notification (its pending count) */
+    char *sid;        /* Mcp-Session-Id of the response */
+    char *sent_sid;   /* the one the request carried, or NULL */
     char *body;
     size_t body_len, body_cap;
     size_t total; /* bytes of the response body */
@@ -197,13 +200,23 @@ void gw__mcp_outbound_maybe_done(struct gw_mcp_outbound *ob);
 
 /* ---- mcp_outbound_http.c ---- */
 
-/* Starts one request of session s (or of a session that is ending:
+/*
+ * Starts one request of session s (or of a session that is ending:
  * notifications and DELETE, fire and forget; ops NULL). want_id: the
- * answer that ends it. NULL on failure. */
-struct ob_xfer *gw__mcp_outbound_xfer_start(
-    struct gw_mcp_outbound *ob, const struct gw_mcp_server_config *ms,
-    struct ob_session *s, enum xfer_kind kind, const cJSON *msg,
-    uint32_t want_id, const struct ob_xfer_ops *ops);
+ * answer that ends it. *out (when out is not NULL) is the transfer.
+ * GW_ELIMIT when the server has ms->max_connections transfers open (a
+ * notification or DELETE is then counted dropped and logged here),
+ * GW_ENOMEM.
+ */
+int gw__mcp_outbound_xfer_start(struct gw_mcp_outbound *ob,
+                                const struct gw_mcp_server_config *ms,
+                                struct ob_session *s, enum xfer_kind kind,
+                                const cJSON *msg, uint32_t want_id,
+                                const struct ob_xfer_ops *ops,
+                                struct ob_xfer **out);
+/* The notifications client_id sent that are on their way. */
+unsigned gw__mcp_outbound_posts_of(const struct gw_mcp_outbound *ob,
+                                   const char *client_id);
 /* The owner no longer wants x: its transfer ends now, or as soon as its
  * callback returns. */
 void gw__mcp_outbound_xfer_abandon(struct ob_xfer *x);

@@ -112,6 +112,25 @@ static void call_fail_server(struct ob_call *c, enum gw_outbound_failure why,
                                text);
 }
 
+/* The server has max_connections transfers open: -32003, as over the
+ * device's own outbound_max_pending. */
+static void call_refuse_busy(struct ob_call *c,
+                             const struct gw_mcp_server_config *ms)
+{
+    struct ob_session *s = c->s;
+    char text[160];
+
+    if (s == NULL) {
+        return;
+    }
+    snprintf(text, sizeof(text),
+             "too many connections to MCP server %s open (limit %d)", ms->name,
+             ms->max_connections);
+    gw__mcp_outbound_log(c->ob, GW_LOG_WARN, s->client_id, "%s refused: %s",
+                         c->method, text);
+    gw__mcp_outbound_call_fail(c, GW_OUTBOUND_BUSY, GW_RPC_DEVICE_BUSY, text);
+}
+
 /* ---- sessions ---- */
 
 static void on_session_closed(uv_handle_t *h)
@@ -143,7 +162,8 @@ void gw__mcp_outbound_send_cancelled(struct ob_session *s, uint32_t gw_id,
     }
     n = gw_rpc_notification("notifications/cancelled", params);
     if (n != NULL) {
-        (void)gw__mcp_outbound_xfer_start(s->ob, ms, s, X_NOTIFY, n, 0, NULL);
+        (void)gw__mcp_outbound_xfer_start(s->ob, ms, s, X_NOTIFY, n, 0, NULL,
+                                          NULL);
         cJSON_Delete(n);
     }
 }
@@ -180,7 +200,7 @@ void gw__mcp_outbound_session_end(struct ob_session *s,
             gw__mcp_outbound_config(ob), s->server, s->client_id);
         if (ms != NULL) {
             (void)gw__mcp_outbound_xfer_start(ob, ms, s, X_DELETE, NULL, 0,
-                                              NULL);
+                                              NULL, NULL);
         }
     }
     gw__mcp_outbound_stats(ob, s->server)->sessions_ended++;
@@ -279,6 +299,7 @@ static void call_send(struct ob_call *c)
     const struct gw_mcp_server_config *ms = gw__mcp_outbound_server(
         gw__mcp_outbound_config(ob), s->server, s->client_id);
     cJSON *id;
+    int rc;
 
     if (ms == NULL) { /* gone with a reload */
         char text[128];
@@ -297,9 +318,13 @@ static void call_send(struct ob_call *c)
                                    "out of memory");
         return;
     }
-    c->x = gw__mcp_outbound_xfer_start(ob, ms, s, X_CALL, c->msg, c->gw_id,
-                                       &xfer_ops);
-    if (c->x == NULL) {
+    rc = gw__mcp_outbound_xfer_start(ob, ms, s, X_CALL, c->msg, c->gw_id,
+                                     &xfer_ops, &c->x);
+    if (rc == GW_ELIMIT) {
+        call_refuse_busy(c, ms);
+        return;
+    }
+    if (rc != 0) {
         gw__mcp_outbound_call_fail(c, GW_OUTBOUND_FAILED, GW_RPC_INTERNAL_ERROR,
                                    "out of memory");
         return;
@@ -373,6 +398,7 @@ void gw__mcp_outbound_session_init_start(struct ob_session *s)
         gw__mcp_outbound_config(ob), s->server, s->client_id);
     cJSON *params = cJSON_CreateObject(), *info, *msg;
     uint32_t id = next_id(s);
+    int rc;
 
     if (ms == NULL || params == NULL ||
         cJSON_AddStringToObject(params, "protocolVersion", PROTOCOL_VERSION) ==
@@ -396,16 +422,39 @@ void gw__mcp_outbound_session_init_start(struct ob_session *s)
     s->sid = NULL;
     s->version[0] = '\0';
     s->state = SS_INITIALIZING;
-    s->init =
-        gw__mcp_outbound_xfer_start(ob, ms, s, X_INIT, msg, id, &xfer_ops);
+    rc = gw__mcp_outbound_xfer_start(ob, ms, s, X_INIT, msg, id, &xfer_ops,
+                                     &s->init);
     cJSON_Delete(msg);
-    if (s->init == NULL) {
+    if (rc == GW_ELIMIT) {
+        s->state = SS_IDLE;
+        while (!gw_list_empty(&s->waiting) && !s->ended) {
+            call_refuse_busy(
+                GW_LIST_ENTRY(gw_list_first(&s->waiting), struct ob_call, node),
+                ms);
+        }
+        return;
+    }
+    if (rc != 0) {
         session_init_failed(s, false, GW_OUTBOUND_FAIL_TRANSFER,
                             "out of memory");
         return;
     }
     s->init->s = s;
     gw__mcp_outbound_stats(ob, s->server)->initializes++;
+}
+
+/* The MCP revisions there are; the server answers one of them. */
+static const char *const versions[] = {PROTOCOL_VERSION, "2025-06-18",
+                                       "2025-03-26", "2024-11-05"};
+
+static bool version_known(const char *v)
+{
+    for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
+        if (strcmp(v, versions[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
 }
 
 /* A session id is visible ASCII (the transport's rule). */
@@ -450,21 +499,26 @@ static void on_init_answer(struct ob_xfer *x, const struct gw_rpc *rpc)
                             "bad Mcp-Session-Id");
         return;
     }
+    v = cJSON_GetObjectItemCaseSensitive(rpc->result, "protocolVersion");
+    if (!cJSON_IsString(v) || !version_known(v->valuestring)) {
+        /* It goes into every later request's headers: only one of ours. */
+        session_init_failed(s, false, GW_OUTBOUND_FAIL_VERSION,
+                            "initialize answered with a protocolVersion the "
+                            "gateway does not know");
+        return;
+    }
     cJSON_Delete(s->init_result);
     s->init_result = cJSON_Duplicate(rpc->result, true);
     s->sid = x->sid;
     x->sid = NULL;
-    v = cJSON_GetObjectItemCaseSensitive(rpc->result, "protocolVersion");
-    snprintf(s->version, sizeof(s->version), "%s",
-             cJSON_IsString(v) && strlen(v->valuestring) <= VERSION_MAX
-                 ? v->valuestring
-                 : PROTOCOL_VERSION);
+    snprintf(s->version, sizeof(s->version), "%s", v->valuestring);
     s->state = SS_READY;
     ms = gw__mcp_outbound_server(gw__mcp_outbound_config(s->ob), s->server,
                                  s->client_id);
     n = gw_rpc_notification("notifications/initialized", NULL);
     if (ms != NULL && n != NULL) {
-        (void)gw__mcp_outbound_xfer_start(s->ob, ms, s, X_NOTIFY, n, 0, NULL);
+        (void)gw__mcp_outbound_xfer_start(s->ob, ms, s, X_NOTIFY, n, 0, NULL,
+                                          NULL);
     }
     cJSON_Delete(n);
     gw__mcp_outbound_log(s->ob, GW_LOG_DEBUG, s->client_id,

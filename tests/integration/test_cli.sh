@@ -29,6 +29,24 @@ check "the error names the key path backends[0].url" \
 check "the error names the key path udp.port" \
     grep -q 'udp\.port' "$GW_TMP/bad.out"
 
+# An MCP server's URL goes to libcurl as written: credentials in it would
+# go out as Basic auth.
+creds=$GW_TMP/creds.json
+cat >"$creds" <<'JSON'
+{
+  "backends": [ { "name": "main", "url": "ws://127.0.0.1:8000/" } ],
+  "mcp_servers": [ { "name": "t", "url": "http://user:pw@127.0.0.1:9/mcp" } ]
+}
+JSON
+"$gw" -c "$creds" --check-config >"$GW_TMP/creds.out" 2>&1
+rc=$?
+check "--check-config refuses an MCP server URL with user:password@" \
+    test "$rc" -eq 1
+check "...naming the key mcp_servers[0].url" \
+    grep -q 'mcp_servers\[0\]\.url: must not contain user:password@' \
+    "$GW_TMP/creds.out"
+check "...and never printing the password" not grep -q 'user:pw' "$GW_TMP/creds.out"
+
 printf '{\n  "backends": [\n    { "name": "a" "url": "ws://x/" }\n  ]\n}\n' \
     >"$GW_TMP/syntax.json"
 "$gw" -c "$GW_TMP/syntax.json" --check-config >"$GW_TMP/syntax.out" 2>&1

@@ -9,8 +9,11 @@
 # forgot the session, timeouts (and the cancellation the server hears),
 # the device's cancellation, not-allowed and unknown endpoints, answers too
 # large for the device or over outbound_max_response_bytes, a server that
-# is down or refuses the token, the pending bound, idle sessions DELETEd,
-# metrics, and the -32004 of a shutdown with a request open.
+# is down or refuses the token, a protocolVersion the gateway does not know
+# (never put in a header), the pending bound, notifications bounded by it
+# and by a server's max_connections (a server that never answers them),
+# idle sessions DELETEd, metrics, and the -32004 of a shutdown with a
+# request open.
 GW=$1
 src=$2
 SIM=$3
@@ -40,6 +43,8 @@ server sse --token "$TOKEN"
 SSE_PORT=$SRV_PORT
 server json --json
 JSON_PORT=$SRV_PORT
+server hang --json # alone: it counts the requests open at once
+HANG_PORT=$SRV_PORT
 DOWN_PORT=$(free_port) # nothing listens there
 
 start_broker broker || bail "broker starts"
@@ -63,6 +68,14 @@ write_gateway_config "$cfg" "$(
     { "name": "noanswer", "url": "http://127.0.0.1:$JSON_PORT/raw/noanswer" },
     { "name": "status500", "url": "http://127.0.0.1:$JSON_PORT/raw/status500" },
     { "name": "badsid", "url": "http://127.0.0.1:$JSON_PORT/raw/badsid" },
+    { "name": "badversion",
+      "url": "http://127.0.0.1:$JSON_PORT/raw/badversion" },
+    { "name": "unknownversion",
+      "url": "http://127.0.0.1:$JSON_PORT/raw/unknownversion" },
+    { "name": "hang", "url": "http://127.0.0.1:$HANG_PORT/raw/hang",
+      "timeout_ms": 1500, "max_connections": 2 },
+    { "name": "hang3", "url": "http://127.0.0.1:$HANG_PORT/raw/hang",
+      "timeout_ms": 1500 },
     { "name": "private", "url": "http://127.0.0.1:$SSE_PORT/mcp",
       "auth": { "scheme": "bearer", "token": "$TOKEN" },
       "allow": { "client_ids": ["$OTHER"] } }
@@ -228,6 +241,22 @@ check "a session id with a space in it fails the initialize (-32008)" \
     answered 30 '.payload.error.code == -32008 and (.payload.error.message |
         test("bad Mcp-Session-Id"))'
 
+# The server's protocolVersion goes into every later request's
+# MCP-Protocol-Version header: one with a CRLF in it would add a header.
+call badversion 31 echo '{}'
+check "a protocolVersion with a CRLF in it fails the initialize (-32008)" \
+    answered 31 '.payload.error.code == -32008 and (.payload.error.message |
+        test("^MCP server badversion failed: .*protocolVersion"))'
+call unknownversion 32 echo '{}'
+check "so does a version MCP never had" \
+    answered 32 '.payload.error.code == -32008 and (.payload.error.message |
+        test("protocolVersion the gateway does not know"))'
+check "...nothing went to those servers after initialize" \
+    [ "$(stats "$JSON_PORT" | jq -c '[.raw_requests.badversion,
+        .raw_requests.unknownversion]')" = '[null,null]' ]
+check "...and no request carried the injected header" \
+    [ "$(stats "$JSON_PORT" | jq -r .injected)" = 0 ]
+
 # The device withdraws a request: no answer, the server hears of it (the
 # JSON server: no timeout_ms of 1500 to end it on its own).
 before=$(stats "$JSON_PORT" | jq -r .cancelled)
@@ -265,6 +294,68 @@ check "a payload that is not JSON-RPC is refused and logged" \
 check "...neither was answered (to the device listening)" \
     [ "$(wc -l <"$DOWN")" = "$lines" ]
 
+# ---- notifications are bounded ----
+# A server that never answers notifications: 300 of them from the device
+# at once are 300 connections unless they count. The server's
+# max_connections (2) holds first; then the device's outbound_max_pending
+# (3) on a server without a low cap. One over either is dropped and
+# counted. The held ones end with the gateway's transfer timeout.
+fds() { ls "/proc/$GW_PID/fd" | wc -l; }
+# fds_peak COND...: the most descriptors the gateway had while waiting (5 s
+# at most) for COND; FDS_PEAK.
+fds_peak() {
+    local i n
+    FDS_PEAK=0
+    for i in $(seq 1 50); do
+        n=$(fds)
+        [ "$n" -gt "$FDS_PEAK" ] && FDS_PEAK=$n
+        "$@" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+hang_open() { [ "$(stats "$HANG_PORT" | jq -r .raw_open)" = "$1" ]; }
+metric() { gw_metric "http://127.0.0.1:$HTTP_PORT" "$1" "$HTTP_TOKEN"; }
+metric_at_least() { [ "$(metric "$1")" -ge "$2" ]; }
+# burst ENDPOINT: 300 notifications in one connection to the broker.
+burst() {
+    for i in $(seq 1 300); do
+        echo "{\"type\":\"mcp\",\"endpoint\":\"$1\",\"payload\":{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":$i}}}"
+    done | mosquitto_pub -p "$BROKER_PORT" -i "$DEV" -t "devices/$DEV/up" -l
+}
+call hang 33 echo '{}'
+check "the never-answering server answers requests" \
+    answered 33 '.payload.result == {}'
+wait_until "" hang_open 0
+curl -fsS -X POST "http://127.0.0.1:$HANG_PORT/reset-max" >/dev/null
+fds_before=$(fds)
+burst hang
+check "300 notifications: all but max_connections of them dropped, counted" \
+    fds_peak metric_at_least 'hybridgw_mcp_outbound_dropped_total{server="hang"}' 250
+check "...the server saw max_connections (2) at once, no more" \
+    [ "$(stats "$HANG_PORT" | jq -r .raw_max_open)" -eq 2 ]
+check "...the gateway's descriptors grew by at most that ($fds_before -> $FDS_PEAK)" \
+    [ "$FDS_PEAK" -le $((fds_before + 2 + 2)) ]
+check "...the connections gauge stays at the cap" \
+    [ "$(metric 'hybridgw_mcp_outbound_connections{server="hang"}')" -le 2 ]
+check "...the drops were logged at a limited rate" \
+    [ "$(grep -c "dev=$DEV mcp-out.*dropped: 2 connections" "$GW_LOG")" -lt 60 ]
+check "the held ones end with the gateway's timeout" wait_until 10 hang_open 0
+
+call hang3 34 echo '{}'
+check "a server with the default max_connections answers requests" \
+    answered 34 '.payload.result == {}'
+curl -fsS -X POST "http://127.0.0.1:$HANG_PORT/reset-max" >/dev/null
+burst hang3
+check "300 notifications: over outbound_max_pending (3) dropped, counted" \
+    wait_until 10 metric_at_least 'hybridgw_mcp_outbound_dropped_total{server="hang3"}' 250
+check "...the server saw outbound_max_pending (3) at once, no more" \
+    [ "$(stats "$HANG_PORT" | jq -r .raw_max_open)" -eq 3 ]
+call jsontools 36 echo '{"text":"meanwhile"}'
+check "...they count as the device's: a request meanwhile gets -32003" \
+    answered 36 '.payload.error.code == -32003'
+check "they end with the gateway's timeout too" wait_until 10 hang_open 0
+
 # ---- idle sessions end with DELETE ----
 check "idle sessions are DELETEd after outbound_session_idle_ms" \
     wait_until 20 stat_at_least "$SSE_PORT" deletes 1
@@ -278,6 +369,8 @@ check "metrics count failures by reason" \
     grep -q 'hybridgw_mcp_outbound_failures_total{server="down",reason="connect"} 1' <<<"$metrics"
 check "metrics count the refused envelopes" \
     grep -q 'hybridgw_mcp_outbound_refused_total 2' <<<"$metrics"
+check "metrics count the protocolVersion failures" \
+    grep -q 'hybridgw_mcp_outbound_failures_total{server="badversion",reason="protocol_version"} 1' <<<"$metrics"
 check "metrics count re-initializes" \
     grep -q 'hybridgw_mcp_outbound_reinitializes_total{server="tools"} 1' <<<"$metrics"
 

@@ -2,10 +2,12 @@
 // An MCP server built with the official SDK's server classes (McpServer and
 // StreamableHTTPServerTransport, stateful sessions) on 127.0.0.1: the
 // backend that devices reach through hybridgw's mcp_servers. Besides /mcp
-// it answers GET /stats (what it saw, as JSON) and POST /forget (it drops
-// every session, so the next request on one gets 404). /raw/<mode> is no
-// SDK server but a broken one: it answers initialize well, then every
-// request as <mode> says (see onRaw).
+// it answers GET /stats (what it saw, as JSON), POST /forget (it drops
+// every session, so the next request on one gets 404) and POST /reset-max
+// (the most /raw/ requests open at once starts again from those open now).
+// /raw/<mode> is no SDK server but a broken one: it answers initialize
+// (well, or not, as <mode> says), then every request as <mode> says (see
+// onRaw).
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -57,6 +59,11 @@ const stats = {
     cancelled: 0,
     protocol_versions: [],
     last_auth: '',
+    raw_open: 0,     // /raw/ requests open now
+    raw_max_open: 0, // the most of them open at once
+    raw_held: 0,     // notifications of /raw/hang never answered
+    raw_requests: {}, // mode -> requests after initialize
+    injected: 0,     // requests with an X-Injected header
 };
 const sessions = new Map(); // session id -> transport
 
@@ -132,17 +139,40 @@ function sendJson(res, status, obj) {
     res.end(JSON.stringify(obj));
 }
 
+// The protocolVersion initialize answers with, by mode.
+const rawVersions = {
+    badversion: '2025-06-18\r\nX-Injected: 1',
+    unknownversion: '1999-01-01',
+};
+
 // A server gone wrong after a good initialize: garbage (a body that is
 // not JSON), wrongid (an answer to another id), noanswer (an event stream
 // with a notification and no answer), status500, badsid (initialize gives
-// a session id with a space in it).
+// a session id with a space in it), hang (requests answered {}, every
+// notification but notifications/initialized never answered); or one that
+// goes wrong at initialize: badversion (a protocolVersion with a header
+// after a CRLF), unknownversion (a version MCP never had).
 function onRaw(mode, req, res, body) {
+    if (req.headers['x-injected'] !== undefined) {
+        stats.injected++;
+    }
     if (body?.method === 'initialize') {
         res.writeHead(200, { 'content-type': 'application/json',
                              'mcp-session-id': mode === 'badsid' ? 'bad sid' : `raw-${mode}` });
         res.end(JSON.stringify({ jsonrpc: '2.0', id: body.id, result: {
-            protocolVersion: '2025-11-25', capabilities: { tools: {} },
+            protocolVersion: rawVersions[mode] ?? '2025-11-25',
+            capabilities: { tools: {} },
             serverInfo: { name: 'raw', version: '1.0.0' } } }));
+        return;
+    }
+    stats.raw_requests[mode] = (stats.raw_requests[mode] ?? 0) + 1;
+    if (mode === 'hang' && body?.id === undefined &&
+        body?.method !== 'notifications/initialized') {
+        stats.raw_held++;
+        return; // until the gateway gives up on it
+    }
+    if (mode === 'hang' && body?.id !== undefined) {
+        sendJson(res, 200, { jsonrpc: '2.0', id: body.id, result: {} });
         return;
     }
     if (body?.id === undefined) {
@@ -222,6 +252,9 @@ const server = http.createServer((req, res) => {
     let work;
     if (path === '/stats' && req.method === 'GET') {
         work = Promise.resolve(sendJson(res, 200, { ...stats, sessions: sessions.size }));
+    } else if (path === '/reset-max' && req.method === 'POST') {
+        stats.raw_max_open = stats.raw_open;
+        work = Promise.resolve(sendJson(res, 200, { raw_max_open: stats.raw_max_open }));
     } else if (path === '/forget' && req.method === 'POST') {
         // Dropped without closing: the server forgets as after a restart.
         sessions.clear();
@@ -229,6 +262,11 @@ const server = http.createServer((req, res) => {
     } else if (path === '/mcp') {
         work = onMcp(req, res);
     } else if (path.startsWith('/raw/') && req.method === 'POST') {
+        stats.raw_open++;
+        stats.raw_max_open = Math.max(stats.raw_max_open, stats.raw_open);
+        res.on('close', () => {
+            stats.raw_open--;
+        });
         work = readBody(req).then((body) => onRaw(path.slice(5), req, res, body));
     } else {
         work = Promise.resolve(sendJson(res, 404, { error: 'not found' }));

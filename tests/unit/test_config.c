@@ -249,6 +249,22 @@ static void test_edges_accepted(void **state)
     gw_config_destroy(cfg);
 }
 
+/* An '@' after the host is a path's or a query's, not credentials. */
+static void test_mcp_server_url_accepted(void **state)
+{
+    struct gw_config *cfg = load_ok(
+        "{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\","
+        "\"url\":\"https://h:8443/mcp/a@b?to=c@d#e@f\"},"
+        "{\"name\":\"u\",\"url\":\"http://h\",\"max_connections\":4096}]}");
+
+    (void)state;
+    assert_string_equal(cfg->mcp_servers[0].url,
+                        "https://h:8443/mcp/a@b?to=c@d#e@f");
+    assert_int_equal(cfg->mcp_servers[0].max_connections, 32);
+    assert_int_equal(cfg->mcp_servers[1].max_connections, 4096);
+    gw_config_destroy(cfg);
+}
+
 /* ---- bad configs -------------------------------------------------------- */
 
 /* One inline config and what its messages must contain. */
@@ -484,6 +500,23 @@ static const struct bad_case bad_cases[] = {
      "mcp_servers[0].url: scheme must be http:// or https://", NULL},
     {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\",\"url\":\"https://\"}]}", 0,
      "mcp_servers[0].url: has no host", NULL},
+    /* The URL goes to libcurl verbatim: no credentials, nothing but ASCII. */
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\","
+     "\"url\":\"http://user:pw@h/mcp\"}]}",
+     0, "mcp_servers[0].url: must not contain user:password@", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\","
+     "\"url\":\"https://tok@h:8443/mcp?x=1\"}]}",
+     0, "mcp_servers[0].url: must not contain user:password@", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\","
+     "\"url\":\"http://h/mc\\u00e9p\"}]}",
+     0, "mcp_servers[0].url: must be ASCII", NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\","
+     "\"url\":\"http://h/mcp\\r\\nX-Evil: 1\"}]}",
+     0, "mcp_servers[0].url: must not contain spaces or control characters",
+     NULL},
+    {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\","
+     "\"url\":\"http://h/mcp\",\"max_connections\":0}]}",
+     0, "mcp_servers[0].max_connections: 0 is out of range 1-4096", NULL},
     {"{" BACKEND ",\"mcp_servers\":[{\"name\":\"t\",\"url\":\"http://h\"},"
      "{\"name\":\"t\",\"url\":\"http://g\"}]}",
      0,
@@ -929,6 +962,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_cluster_defaults),
         cmocka_unit_test(test_edges_accepted),
+        cmocka_unit_test(test_mcp_server_url_accepted),
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_all_errors_reported),
         cmocka_unit_test(test_error_cap),
