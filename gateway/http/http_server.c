@@ -293,6 +293,22 @@ long long gw_http_content_length(const char *v)
     return n;
 }
 
+/* A request answered from its head: lws reads no more of this
+ * connection, so its body never comes in (and never waits to). */
+static void stop_reading(struct gw_http_req *req)
+{
+    if (req->wsi != NULL && !req->killed) {
+        lws_rx_flow_control(req->wsi, 0);
+        req->rx_paused = true;
+    }
+}
+
+static void refuse_head(struct gw_http_req *req, int status, const char *why)
+{
+    gw__http_req_refuse(req, status, why);
+    stop_reading(req);
+}
+
 /*
  * The owner's look at the head, before any body is read: false when it
  * answered (refused) the request, whose body then stays unread.
@@ -317,11 +333,7 @@ static bool head_ok(struct gw_http_req *req)
         req->keep_alive = keep;
         return true;
     }
-    /* lws reads no more of this connection: the body never comes in. */
-    if (req->wsi != NULL && !req->killed) {
-        lws_rx_flow_control(req->wsi, 0);
-        req->rx_paused = true;
-    }
+    stop_reading(req);
     return false;
 }
 
@@ -346,17 +358,17 @@ static bool begin(struct gw_http_req *req)
     bool chunked = gw_http_req_header(req, "transfer-encoding") != NULL;
 
     if (len < -1) {
-        gw__http_req_refuse(req, 400, "bad Content-Length");
+        refuse_head(req, 400, "bad Content-Length");
     } else if ((len > 0 || chunked) &&
                (req->head || strcmp(req->method, "GET") == 0)) {
         /* Nothing served by GET or HEAD reads a body, and these are the
          * methods anyone may use: none is held. */
-        gw__http_req_refuse(req, 400, "a GET or HEAD request takes no body");
+        refuse_head(req, 400, "a GET or HEAD request takes no body");
     } else if (chunked) {
         /* lws reads no chunked bodies */
-        gw__http_req_refuse(req, 411, "a body needs Content-Length");
+        refuse_head(req, 411, "a body needs Content-Length");
     } else if (len > (long long)req->srv->max_body) {
-        gw__http_req_refuse(req, 413, "body too large");
+        refuse_head(req, 413, "body too large");
     } else if (!head_ok(req)) {
         /* refused by the owner from the head alone */
     } else if (len < 0 && (strcmp(req->method, "POST") == 0 ||
