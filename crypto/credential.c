@@ -362,3 +362,52 @@ int gw_credential_daily_token_verify(const char *key, size_t key_len,
     }
     return match ? 0 : GW_EAUTH;
 }
+
+int gw_credential_activation_proof(const char *fleet_key, size_t fleet_key_len,
+                                   const char *serial, size_t serial_len,
+                                   const char *challenge, size_t challenge_len,
+                                   uint8_t out[GW_CREDENTIAL_PROOF_LEN])
+{
+    uint8_t device_key[MAC_LEN];
+    struct part sn = {serial, serial_len}, ch = {challenge, challenge_len};
+    int rc;
+
+    if (fleet_key == NULL || fleet_key_len == 0 || serial == NULL ||
+        serial_len == 0 || challenge == NULL || challenge_len == 0 ||
+        out == NULL) {
+        return GW_EINVAL;
+    }
+    rc = hmac_sha256(fleet_key, fleet_key_len, &sn, 1, device_key);
+    if (rc == 0) {
+        rc = hmac_sha256((const char *)device_key, sizeof(device_key), &ch, 1,
+                         out);
+    }
+    OPENSSL_cleanse(device_key, sizeof(device_key));
+    return rc;
+}
+
+int gw_credential_challenge_make(const char *key, size_t key_len,
+                                 const char *subject, int64_t window,
+                                 char out[33])
+{
+    static const char digits[] = "0123456789abcdef";
+    char num[TS_MAX_DIGITS + 3];
+    uint8_t mac[MAC_LEN];
+    int n = snprintf(num, sizeof(num), "|%" PRId64, window);
+    struct part parts[2] = {{subject, subject != NULL ? strlen(subject) : 0},
+                            {num, (size_t)n}};
+
+    if (key == NULL || key_len == 0 || subject == NULL || out == NULL ||
+        n < 0 || (size_t)n >= sizeof(num)) {
+        return GW_EINVAL;
+    }
+    if (hmac_sha256(key, key_len, parts, 2, mac) != 0) {
+        return GW_ECRYPTO;
+    }
+    for (size_t i = 0; i < 16; i++) {
+        out[2 * i] = digits[mac[i] >> 4];
+        out[2 * i + 1] = digits[mac[i] & 15];
+    }
+    out[32] = '\0';
+    return 0;
+}

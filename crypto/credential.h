@@ -119,4 +119,30 @@ GW_MUST_CHECK int gw_credential_daily_token_verify(const char *key,
 bool gw_credential_equal(const void *a, size_t alen, const void *b,
                          size_t blen);
 
+/* hex(HMAC-SHA256(...)) of an activation: 64 characters. */
+#define GW_CREDENTIAL_PROOF_LEN 32
+
+/*
+ * The proof a device with a factory serial number gives of a challenge
+ * (docs/protocol.md section 9.2): HMAC-SHA256(device key, challenge), the
+ * device key being HMAC-SHA256(fleet key, serial number), as burnt into
+ * the device at the factory. Writes GW_CREDENTIAL_PROOF_LEN bytes to out.
+ * Returns 0, GW_EINVAL (empty key, serial or challenge) or GW_ECRYPTO.
+ */
+GW_MUST_CHECK int gw_credential_activation_proof(
+    const char *fleet_key, size_t fleet_key_len, const char *serial,
+    size_t serial_len, const char *challenge, size_t challenge_len,
+    uint8_t out[GW_CREDENTIAL_PROOF_LEN]);
+
+/*
+ * A challenge that needs no storage: 32 lowercase hex characters of
+ * HMAC-SHA256(key, subject | "|" | window), so that the gateway can
+ * check an answer to it later from the same subject and time window.
+ * Writes 33 bytes (NUL included) to out. Returns 0, GW_EINVAL or
+ * GW_ECRYPTO.
+ */
+GW_MUST_CHECK int gw_credential_challenge_make(const char *key, size_t key_len,
+                                               const char *subject,
+                                               int64_t window, char out[33]);
+
 #endif /* GW_CRYPTO_CREDENTIAL_H */

@@ -12,6 +12,9 @@
 #include "common/log.h"
 #include "gateway/backend/backend_probe.h"
 
+/* What one publish may be, the broker's packet limit. */
+#define GW_INSTANCE_PACKET_MAX(cfg) ((size_t)66560)
+
 #define DRAIN_TIMEOUT_MS 3000 /* bound on waiting for backends to close */
 
 const struct gw_config *gw_instance_config(const struct gw_instance *inst)
@@ -79,9 +82,68 @@ static void on_mqtt_retained(struct gw_mqtt_link *link, const char *topic,
 static void on_mqtt_state(struct gw_mqtt_link *link, bool up, void *arg)
 {
     struct gw_instance *inst = arg;
+    const struct gw_config *cfg = gw_instance_config(inst);
 
     gw_mqtt_dispatch_state(link, up, &inst->dispatch);
     gw_publish_link_state(&inst->pub, up);
+    /* The plugin keeps the bindings undone in memory: a broker that
+     * restarted hears them again (docs/protocol.md section 9.3). */
+    if (up && inst->bindings != NULL) {
+        (void)gw_binding_revoke_publish_all(inst->bindings, link,
+                                            cfg->ota.revoke_topic,
+                                            GW_INSTANCE_PACKET_MAX(cfg));
+    }
+}
+
+/* An operator undid a binding: the plugin refuses its credentials and
+ * closes the device's connection. */
+static void on_unbind(const struct gw_binding_revoked *r, void *arg)
+{
+    struct gw_instance *inst = arg;
+    const struct gw_config *cfg = gw_instance_config(inst);
+
+    (void)gw_binding_revoke_publish(inst->mqtt, cfg->ota.revoke_topic,
+                                    GW_INSTANCE_PACKET_MAX(cfg), r, 1);
+}
+
+/*
+ * The bindings, when OTA hands out credentials only to bound devices; a
+ * lab that turned activation off is told loudly what that means.
+ */
+static int open_bindings(struct gw_instance *inst)
+{
+    const struct gw_config *cfg = gw_instance_config(inst);
+    struct gw_binding_store_options o = {
+        .kind = cfg->bindings.store == GW_BINDINGS_POSTGRESQL
+                    ? GW_BINDING_STORE_POSTGRESQL
+                    : GW_BINDING_STORE_SQLITE,
+        .path = cfg->bindings.path,
+        .conninfo = cfg->bindings.conninfo,
+    };
+    int rc;
+
+    if (!cfg->ota.enabled) {
+        return 0;
+    }
+    if (!cfg->ota.activation) {
+        gw_log(GW_LOG_WARN, "ota",
+               "ota.activation is off: the OTA endpoint hands MQTT "
+               "credentials to anyone who can reach it and names a MAC and "
+               "uuid; use this in a lab only");
+        return 0;
+    }
+    rc = gw_binding_store_open(&o, &inst->bindings);
+    if (rc != 0) {
+        gw_log(GW_LOG_ERROR, "ota",
+               "cannot open the bindings (%s): %s; OTA activation needs them",
+               gw_binding_store_kind_name(o.kind), gw_strerror(rc));
+        return rc;
+    }
+    gw_log(GW_LOG_INFO, "ota", "activation on: bindings in %s%s%s",
+           gw_binding_store_kind_name(o.kind),
+           o.kind == GW_BINDING_STORE_SQLITE ? " at " : "",
+           o.kind == GW_BINDING_STORE_SQLITE ? o.path : "");
+    return 0;
 }
 
 /* Devices this instance owns now may need their MCP client. */
@@ -331,6 +393,9 @@ static int start_http(struct gw_instance *inst)
         .mcp_server = inst->mcp_server,
         .metrics = metrics_sources(inst),
         .drain = &inst->drain,
+        .bindings = inst->bindings,
+        .on_unbind = on_unbind,
+        .on_unbind_arg = inst,
     };
     return gw_http_api_init(&aenv, &inst->api); /* failures logged there */
 }
@@ -382,8 +447,12 @@ static int start_parts(struct gw_instance *inst)
         .batch_arg = inst,
         .on_warm = on_uplink_warm,
     };
-    int rc = gw_udp_audio_init(inst->loop, &uopts, &inst->udp);
+    int rc = open_bindings(inst);
 
+    if (rc != 0) {
+        return rc;
+    }
+    rc = gw_udp_audio_init(inst->loop, &uopts, &inst->udp);
     if (rc != 0) {
         gw_log(GW_LOG_ERROR, "udp", "cannot bind %s:%d: %s", cfg->udp.bind,
                cfg->udp.port, gw_strerror(rc));
@@ -439,6 +508,7 @@ static int start_parts(struct gw_instance *inst)
         .config = &inst->config,
         .pub = &inst->pub,
         .devices = &inst->devices,
+        .bindings = inst->bindings,
     };
     rc = gw_mcp_outbound_init(&oenv, &inst->outbound);
     if (rc != 0) {
@@ -514,6 +584,9 @@ static void maybe_finish(struct gw_instance *inst)
     }
     gw_config_live_close(&inst->config);
     gw_backend_pool_free(inst->sessions.env.pool);
+    if (inst->bindings != NULL) {
+        gw_binding_store_close(inst->bindings);
+    }
     if (inst->stop_cb != NULL) {
         inst->stop_cb(inst, inst->stop_arg);
     }

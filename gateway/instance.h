@@ -18,6 +18,7 @@
 #include "gateway/api/http_api.h"
 #include "gateway/audio/udp_audio.h"
 #include "gateway/backend/backend_ws.h"
+#include "gateway/binding/binding.h"
 #include "gateway/cluster/cluster.h"
 #include "gateway/cluster/cluster_rpc.h"
 #include "gateway/core/config_hold.h"
@@ -53,6 +54,8 @@ struct gw_instance {
     struct gw_mcp_server *mcp_server; /* NULL when http.port is 0 */
     struct gw_mcp_outbound *outbound; /* devices to MCP servers */
     struct gw_http_api *api;          /* NULL when http.port is 0 */
+    /* NULL unless ota.enabled with activation (docs/protocol.md 9.3). */
+    struct gw_binding_store *bindings;
     uint64_t started_ms;              /* loop time at init, for uptime */
     uv_timer_t drain_timer;           /* bounds the shutdown drain */
     struct gw_drain drain;            /* rolling restart: SIGUSR2, API */

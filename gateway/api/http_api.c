@@ -30,7 +30,7 @@ struct gw_http_api {
     struct gw_http_server *srv;
     void (*close_cb)(struct gw_http_api *api, void *arg);
     void *close_arg;
-    struct gw_ota_stats ota; /* POST /xiaozhi/ota/ outcomes */
+    struct gw__api_ota ota; /* provisioning: OTA, activation, bindings */
     /* Pushes to devices, for metrics. */
     struct gw_push_stats push;
 };
@@ -47,6 +47,8 @@ enum route {
     ROUTE_MCP,
     ROUTE_PUSH, /* /api/devices/{id}/commands, /api/broadcast (http.token) */
     ROUTE_OTA,  /* the firmware's check: no token, off unless ota.enabled */
+    ROUTE_ACTIVATE, /* <ota url>/activate: no token, as the check */
+    ROUTE_BINDINGS, /* /api/bindings (http.token) */
     ROUTE_UI,   /* the operator page's files: no data, no token */
     ROUTE_CALL, /* /api/call/request, /api/call/accept (daily token) */
     ROUTE_DRAIN /* POST /api/drain: a rolling restart (http.token) */
@@ -92,6 +94,12 @@ static enum route route_of(struct gw_http_req *req)
     }
     if (gw__api_ota_path(path)) {
         return ROUTE_OTA;
+    }
+    if (gw__api_ota_activate_path(path)) {
+        return ROUTE_ACTIVATE;
+    }
+    if (gw__api_bindings_path(path)) {
+        return ROUTE_BINDINGS;
     }
     if (gw__api_manager_route(req)) {
         return ROUTE_MANAGER;
@@ -274,7 +282,11 @@ static void on_head(struct gw_http_req *req, void *arg)
                gw__api_token_ok(cfg, req));
         break;
     case ROUTE_OTA:
+    case ROUTE_ACTIVATE:
         (void)gw__api_ota_head(cfg, &api->ota, req);
+        break;
+    case ROUTE_BINDINGS:
+        (void)gw__api_bindings_head(cfg, &api->ota, req);
         break;
     case ROUTE_DRAIN:
         (void)drain_ok(api, cfg, req);
@@ -448,7 +460,13 @@ static void on_request(struct gw_http_req *req, void *arg)
         break;
     }
     case ROUTE_OTA:
-        gw__api_ota_serve(gw_config_live_get(api->env.config), &api->ota, req);
+        gw__api_ota_serve(&api->env, &api->ota, req);
+        break;
+    case ROUTE_ACTIVATE:
+        gw__api_ota_activate(&api->env, &api->ota, req);
+        break;
+    case ROUTE_BINDINGS:
+        gw__api_bindings_serve(&api->env, &api->ota, req);
         break;
     case ROUTE_DRAIN:
         drain(api, req);
@@ -506,12 +524,25 @@ int gw_http_api_init(const struct gw_http_api_env *env,
     api->env.metrics.http_responses = responses_of;
     api->env.metrics.http_server_stats = server_stats_of;
     api->env.metrics.http_arg = api;
-    api->env.metrics.ota = &api->ota;
+    api->env.metrics.ota = &api->ota.stats;
+    api->ota.loop = env->loop;
+    /* A code or proof tried: a few a minute from one address, and a
+     * bound over all of them that keeps a 6-digit code unguessable in its
+     * lifetime (docs/protocol.md section 9.2). */
+    gw_ratelimit_init(&api->ota.guesses,
+                      (struct gw_bucket_rate){.per_s = 10.0 / 60, .burst = 10},
+                      (struct gw_bucket_rate){.per_s = 30.0 / 60, .burst = 30},
+                      4096);
+    gw_ratelimit_init(&api->ota.logs,
+                      (struct gw_bucket_rate){.per_s = 1, .burst = 5},
+                      (struct gw_bucket_rate){.per_s = 20, .burst = 50}, 4096);
     api->env.metrics.push = &api->push;
     o.arg = api;
     rc = env->detached ? gw_http_server_init_detached(&o, &api->srv)
                        : gw_http_server_init(env->loop, &o, &api->srv);
     if (rc != 0) {
+        gw_ratelimit_free(&api->ota.guesses);
+        gw_ratelimit_free(&api->ota.logs);
         free(api);
         return rc;
     }
@@ -556,6 +587,8 @@ static void on_server_closed(struct gw_http_server *srv, void *arg)
     if (api->close_cb != NULL) {
         api->close_cb(api, api->close_arg);
     }
+    gw_ratelimit_free(&api->ota.guesses);
+    gw_ratelimit_free(&api->ota.logs);
     free(api);
 }
 

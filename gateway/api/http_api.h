@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "gateway/api/metrics.h"
+#include "gateway/binding/binding.h"
 #include "gateway/core/config_hold.h"
 #include "gateway/device/device_table.h"
 #include "gateway/session/device_call.h"
@@ -32,6 +33,12 @@ struct gw_http_api_env {
     struct gw_mcp_server *mcp_server;  /* NULL: /mcp answers 404 */
     struct gw_metrics_sources metrics; /* the API fills its own part */
     struct gw_drain *drain;            /* NULL: /api/drain answers 404 */
+    /* NULL unless ota.activation is on: OTA answers, /activate and
+     * /api/bindings. */
+    struct gw_binding_store *bindings;
+    /* A binding undone: the instance tells the broker plugin. */
+    void (*on_unbind)(const struct gw_binding_revoked *r, void *arg);
+    void *on_unbind_arg;
     bool detached; /* listen nowhere: requests come from gw_http_api_inject */
 };
 

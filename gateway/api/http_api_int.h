@@ -14,11 +14,13 @@
 #include <cjson/cJSON.h>
 
 #include "common/error.h"
+#include "common/ratelimit.h"
 #include "config/config.h"
 #include "gateway/api/http_api.h"
 #include "gateway/api/metrics.h"
 #include "gateway/api/ota.h"
 #include "gateway/api/push_stats.h"
+#include "gateway/binding/binding.h"
 #include "gateway/device/device_table.h"
 #include "gateway/http/http_server.h"
 
@@ -107,24 +109,101 @@ void gw__api_push_broadcast(const struct gw_http_api_env *env,
                             struct gw_push_stats *stats,
                             struct gw_http_req *req);
 
-/* ---- ota.c: the firmware's OTA check ---------------------------------- */
+/* ---- ota.c, ota_activate.c: provisioning ------------------------------ */
+
+/* The OTA endpoint's state, owned by the API. */
+struct gw__api_ota {
+    uv_loop_t *loop;
+    struct gw_ota_stats stats;
+    /* Codes and proofs tried, per address and overall: a 6-digit code
+     * must not be found in its lifetime. */
+    struct gw_ratelimit guesses;
+    /* Lines a device's requests cause, per address. */
+    struct gw_ratelimit logs;
+};
+
+/* ota.activation_ttl_s in ms: a code's lifetime, a reissue's window. */
+#define GW__API_OTA_TTL_MS(cfg) ((int64_t)(cfg)->ota.activation_ttl_s * 1000)
+
+/* A line a device's request causes, at a bounded rate per address; the
+ * next one let through says how many were left out. */
+#define GW__API_OTA_LOG(ota, req, level, ...)                                  \
+    do {                                                                       \
+        uint64_t left_;                                                        \
+        if (gw__api_ota_may_log((ota), (req), &left_)) {                       \
+            gw_log((level), "ota", __VA_ARGS__);                               \
+            if (left_ > 0) {                                                   \
+                gw_log((level), "ota",                                         \
+                       "%llu lines of requests from %s left out before",       \
+                       (unsigned long long)left_, gw_http_req_peer(req));      \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
 
 const char *gw__api_ota_result_name(enum gw_ota_result r);
 
 /* True for the paths the firmware's default OTA URL ends in. */
 bool gw__api_ota_path(const char *path);
 
+/* <ota url>/activate of those. */
+bool gw__api_ota_activate_path(const char *path);
+
 /*
- * The head checks of an OTA request (after Host and Origin): 404 while
- * off, 405 unless POST, 413 for a body announced over GW_OTA_BODY_MAX.
- * Returns false when it has answered.
+ * The head checks of an OTA or activation request (after Host and
+ * Origin): 404 while off, 405 unless POST, 413 for a body announced over
+ * GW_OTA_BODY_MAX. Returns false when it has answered.
  */
-bool gw__api_ota_head(const struct gw_config *cfg, struct gw_ota_stats *st,
+bool gw__api_ota_head(const struct gw_config *cfg, struct gw__api_ota *ota,
                       struct gw_http_req *req);
 
-/* Answers a request that passed gw__api_ota_head, its body read. */
-void gw__api_ota_serve(const struct gw_config *cfg, struct gw_ota_stats *st,
-                       struct gw_http_req *req);
+/* Answers a check that passed gw__api_ota_head, its body read. */
+void gw__api_ota_serve(const struct gw_http_api_env *env,
+                       struct gw__api_ota *ota, struct gw_http_req *req);
+
+/* Answers an activation request that passed gw__api_ota_head. */
+void gw__api_ota_activate(const struct gw_http_api_env *env,
+                          struct gw__api_ota *ota, struct gw_http_req *req);
+
+/* {"error":why} with status, logged at a bounded rate per address. */
+void gw__api_ota_refuse(struct gw__api_ota *ota, struct gw_http_req *req,
+                        int status, const char *why,
+                        const char *const *headers);
+
+/* Whether a line of this request's address may be written now. */
+bool gw__api_ota_may_log(struct gw__api_ota *ota, struct gw_http_req *req,
+                         uint64_t *left_out);
+
+/* The wall clock in ms: codes and bindings outlive the loop. */
+int64_t gw__api_wall_ms(void);
+
+/* A Serial-Number header a binding may keep. */
+bool gw__api_ota_serial_ok(const char *s);
+
+/* The challenge a bound device answers to have its credentials again,
+ * for one window of ota.activation_ttl_s. */
+GW_MUST_CHECK int gw__api_ota_reissue_challenge(const struct gw_config *cfg,
+                                                const struct gw_binding *b,
+                                                int64_t window, char out[33]);
+
+/* ---- http_api_bindings.c: /api/bindings (http.token) ------------------ */
+
+bool gw__api_bindings_path(const char *path);
+
+/* Token, method and body size of a bindings request; false: answered. */
+bool gw__api_bindings_head(const struct gw_config *cfg,
+                           struct gw__api_ota *ota, struct gw_http_req *req);
+
+/* GET (list), POST (bind by code), DELETE /api/bindings/{client id}. */
+void gw__api_bindings_serve(const struct gw_http_api_env *env,
+                            struct gw__api_ota *ota, struct gw_http_req *req);
+
+/* The binding a pending activation makes (client id, group, mac, uuid,
+ * board, serial number; the rest is the caller's). GW_EPROTO: its client
+ * id would be refused. */
+GW_MUST_CHECK int
+gw__api_binding_from_pending(const struct gw_config *cfg,
+                             const struct gw_binding_pending *p,
+                             struct gw_binding *b);
 
 /* ---- metrics.c: /metrics ---------------------------------------------- */
 

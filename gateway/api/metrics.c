@@ -741,6 +741,17 @@ static void http_part(struct out *o, const struct gw_metrics_sources *src)
  * refusal shows as a rate from the first one. */
 static void ota_part(struct out *o, const struct gw_metrics_sources *src)
 {
+    static const char *const activate_names[] = {
+#define XX(_, name) name,
+        GW_OTA_ACTIVATE_MAP(XX)
+#undef XX
+    };
+    static const char *const binding_names[] = {
+#define XX(_, name) name,
+        GW_OTA_BINDING_MAP(XX)
+#undef XX
+    };
+
     if (src->ota == NULL) {
         return;
     }
@@ -750,6 +761,18 @@ static void ota_part(struct out *o, const struct gw_metrics_sources *src)
         sample(o, "hybridgw_ota_requests_total", "result",
                gw__api_ota_result_name((enum gw_ota_result)r),
                src->ota->results[r]);
+    }
+    family(o, "hybridgw_ota_activations_total", "counter",
+           "POST <ota url>/activate requests, by result.");
+    for (int r = 0; r < GW_OTA_ACTIVATE_COUNT_; r++) {
+        sample(o, "hybridgw_ota_activations_total", "result",
+               activate_names[r], src->ota->activations[r]);
+    }
+    family(o, "hybridgw_bindings_requests_total", "counter",
+           "Operator requests on /api/bindings, by result.");
+    for (int r = 0; r < GW_OTA_BINDING_COUNT_; r++) {
+        sample(o, "hybridgw_bindings_requests_total", "result",
+               binding_names[r], src->ota->bindings[r]);
     }
     counter(o, "hybridgw_ota_bodies_ignored_total",
             "Checks answered from their headers because the body did not "

@@ -5,16 +5,20 @@
  */
 #include "gateway/api/ota.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "codec/activation_request.h"
 #include "codec/client_id.h"
+#include "codec/device_username.h"
 #include "common/log.h"
 #include "crypto/credential.h"
 #include "gateway/api/http_api_int.h"
@@ -23,8 +27,8 @@
 #define SUBJECT "ota"
 #define JSON    "application/json"
 #define BOARD   "{board}"
-/* base64 of {"ip":"<45-char IPv6>"}: 4 * ceil(53 / 3) + NUL. */
-#define USERNAME_CAP 80
+/* Of a board name, what "{board}" may put into a group. */
+#define BOARD_IN_GROUP 32
 
 const char *gw__api_ota_result_name(enum gw_ota_result r)
 {
@@ -46,51 +50,51 @@ bool gw__api_ota_path(const char *path)
 /* ---- the answer -------------------------------------------------------- */
 
 /*
- * GROUP@@@MAC@@@UUID with "{board}" in the group replaced by the board
- * (cut so that the id stays within GW_CLIENT_ID_MAX; "unknown" when the
- * device named none). Checked as the broker will check it.
+ * The board as a group may carry it: what the request's parser kept
+ * ([A-Za-z0-9_.-]), at most BOARD_IN_GROUP characters.
  */
-static int make_client_id(const char *group, const struct gw_ota_request *r,
-                          char out[GW_CLIENT_ID_MAX + 1])
+static void board_for_group(const char *board, char *out, size_t cap)
 {
-    const char *hole = strstr(group, BOARD);
-    const char *board = r->board[0] != '\0' ? r->board : "unknown";
-    size_t fixed = strlen(group) + 6 + strlen(r->mac_part) + strlen(r->uuid);
-    struct gw_client_id parsed;
-    int board_len = 0, n;
+    size_t i;
 
-    if (hole != NULL) {
-        size_t rest = fixed - strlen(BOARD);
-        size_t room = rest < GW_CLIENT_ID_MAX ? GW_CLIENT_ID_MAX - rest : 0;
-        board_len = (int)(strlen(board) < room ? strlen(board) : room);
-    } else {
-        hole = group + strlen(group);
+    for (i = 0; board[i] != '\0' && i < BOARD_IN_GROUP && i + 1 < cap; i++) {
+        out[i] = board[i];
     }
-    n = snprintf(out, GW_CLIENT_ID_MAX + 1, "%.*s%.*s%s@@@%s@@@%s",
-                 (int)(hole - group), group, board_len, board,
-                 *hole != '\0' ? hole + strlen(BOARD) : "", r->mac_part,
-                 r->uuid);
-    if (n < 0 || n > GW_CLIENT_ID_MAX ||
-        gw_client_id_parse(out, (size_t)n, &parsed) != 0) {
-        return GW_EPROTO;
-    }
-    return 0;
+    out[i] = '\0';
 }
 
-/* base64 of {"ip":"<peer>"}, as the xiaozhi manager makes it. */
-static int make_username(const char *peer, char out[USERNAME_CAP])
+int gw_ota_client_id(const char *group, const char *mac, const char *uuid,
+                     const char *board, char out[GW_CLIENT_ID_MAX + 1])
 {
-    char json[64];
-    int n;
+    const char *hole = strstr(group, BOARD);
+    char safe[BOARD_IN_GROUP + 1], part[18];
+    struct gw_client_id parsed;
+    size_t n;
+    int len;
 
-    if (strncmp(peer, "::ffff:", 7) == 0 && strchr(peer + 7, '.') != NULL) {
-        peer += 7; /* an IPv4 client on a dual-stack socket */
+    if (strlen(mac) != 17) {
+        return GW_EPROTO;
     }
-    n = snprintf(json, sizeof(json), "{\"ip\":\"%s\"}", peer);
-    if (n < 0 || (size_t)n >= sizeof(json)) {
-        return GW_EINVAL;
+    for (size_t i = 0; i < 17; i++) {
+        part[i] = mac[i] == ':' ? '_' : mac[i];
     }
-    EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)json, n);
+    part[17] = '\0';
+    board_for_group(board[0] != '\0' ? board : "unknown", safe, sizeof(safe));
+    if (hole == NULL) {
+        hole = group + strlen(group);
+    }
+    len = snprintf(out, GW_CLIENT_ID_MAX + 1, "%.*s%s%s@@@%s@@@%s",
+                   (int)(hole - group), group, *hole != '\0' ? safe : "",
+                   *hole != '\0' ? hole + strlen(BOARD) : "", part, uuid);
+    if (len < 0 || len > GW_CLIENT_ID_MAX ||
+        gw_client_id_parse(out, (size_t)len, &parsed) != 0) {
+        return GW_EPROTO;
+    }
+    /* The gateways' own prefix (docs/protocol.md section 9.2). */
+    n = strlen(GW_OTA_RESERVED_GROUP);
+    if (strncasecmp(out, GW_OTA_RESERVED_GROUP, n) == 0) {
+        return GW_EPROTO;
+    }
     return 0;
 }
 
@@ -136,107 +140,161 @@ static void add_firmware(cJSON *root, const struct gw_config *cfg,
     }
 }
 
+/* The mqtt section; username and password only with credentials. */
+static int add_mqtt(cJSON *root, const struct gw_config *cfg,
+                    const struct gw_ota_offer *o, const char *peer)
+{
+    char username[GW_DEVICE_USERNAME_MAX + 1];
+    char password[GW_CREDENTIAL_PASSWORD_LEN + 1];
+    const char *key = cfg->ota.device_key;
+    char *down = make_down_topic(cfg->mqtt.down_topic, o->client_id);
+    cJSON *mqtt = cJSON_AddObjectToObject(root, "mqtt");
+    int rc = 0;
+
+    if (down == NULL || mqtt == NULL) {
+        free(down);
+        return GW_ENOMEM;
+    }
+    cJSON_AddStringToObject(mqtt, "endpoint", cfg->ota.mqtt_endpoint);
+    cJSON_AddStringToObject(mqtt, "client_id", o->client_id);
+    if (o->credentials) {
+        rc = gw_device_username_make(peer, o->binding, username,
+                                     sizeof(username));
+        if (rc == 0) {
+            rc = gw_credential_password_make(
+                key, strlen(key), o->client_id, strlen(o->client_id), username,
+                strlen(username), password, sizeof(password));
+        }
+        if (rc == 0) {
+            cJSON_AddStringToObject(mqtt, "username", username);
+            cJSON_AddStringToObject(mqtt, "password", password);
+        }
+        OPENSSL_cleanse(password, sizeof(password));
+    }
+    cJSON_AddStringToObject(mqtt, "publish_topic", cfg->ota.publish_topic);
+    cJSON_AddStringToObject(mqtt, "subscribe_topic", down);
+    cJSON_AddNumberToObject(mqtt, "keepalive", cfg->ota.keepalive_s);
+    free(down);
+    return rc;
+}
+
+int gw_ota_answer_offer(const struct gw_config *cfg,
+                        const struct gw_ota_request *r, const char *peer,
+                        int64_t now_ms, const struct gw_ota_offer *o,
+                        char **out)
+{
+    cJSON *root = cJSON_CreateObject(), *st, *act;
+    int rc = 0;
+
+    *out = NULL;
+    if (root == NULL) {
+        return GW_ENOMEM;
+    }
+    if (o->client_id != NULL) {
+        rc = add_mqtt(root, cfg, o, peer);
+    }
+    if (rc == 0 && o->challenge != NULL) {
+        act = cJSON_AddObjectToObject(root, "activation");
+        cJSON_AddStringToObject(act, "message", cfg->ota.activation_message);
+        if (o->code != NULL) {
+            cJSON_AddStringToObject(act, "code", o->code);
+        }
+        cJSON_AddStringToObject(act, "challenge", o->challenge);
+        cJSON_AddNumberToObject(act, "timeout_ms", (double)o->timeout_ms);
+    }
+    if (rc == 0) {
+        st = cJSON_AddObjectToObject(root, "server_time");
+        cJSON_AddNumberToObject(st, "timestamp", (double)now_ms);
+        cJSON_AddNumberToObject(st, "timezone_offset",
+                                cfg->ota.timezone_offset_min);
+        add_firmware(root, cfg, r);
+        *out = cJSON_PrintUnformatted(root);
+        rc = *out != NULL ? 0 : GW_ENOMEM;
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
 int gw_ota_answer(const struct gw_config *cfg, const struct gw_ota_request *r,
                   const char *peer, int64_t now_ms, char **out, char *client_id)
 {
     char id[GW_CLIENT_ID_MAX + 1];
-    char username[USERNAME_CAP];
-    char password[GW_CREDENTIAL_PASSWORD_LEN + 1];
-    const char *key = cfg->ota.device_key;
-    char *down = NULL, *text = NULL;
-    cJSON *root = NULL, *mqtt, *st;
+    struct gw_ota_offer o = {.client_id = id, .credentials = true};
     int rc;
 
     *out = NULL;
-    if ((rc = make_client_id(cfg->ota.group, r, id)) != 0 ||
-        (rc = make_username(peer, username)) != 0 ||
-        (rc = gw_credential_password_make(key, strlen(key), id, strlen(id),
-                                          username, strlen(username), password,
-                                          sizeof(password))) != 0) {
-        goto out;
+    rc = gw_ota_client_id(cfg->ota.group, r->mac, r->uuid, r->board, id);
+    if (rc == 0) {
+        rc = gw_ota_answer_offer(cfg, r, peer, now_ms, &o, out);
     }
-    rc = GW_ENOMEM;
-    down = make_down_topic(cfg->mqtt.down_topic, id);
-    root = cJSON_CreateObject();
-    mqtt = cJSON_AddObjectToObject(root, "mqtt");
-    if (down == NULL || mqtt == NULL) {
-        goto out;
+    if (rc == 0 && client_id != NULL) {
+        memcpy(client_id, id, strlen(id) + 1);
     }
-    cJSON_AddStringToObject(mqtt, "endpoint", cfg->ota.mqtt_endpoint);
-    cJSON_AddStringToObject(mqtt, "client_id", id);
-    cJSON_AddStringToObject(mqtt, "username", username);
-    cJSON_AddStringToObject(mqtt, "password", password);
-    cJSON_AddStringToObject(mqtt, "publish_topic", cfg->ota.publish_topic);
-    cJSON_AddStringToObject(mqtt, "subscribe_topic", down);
-    cJSON_AddNumberToObject(mqtt, "keepalive", cfg->ota.keepalive_s);
-    st = cJSON_AddObjectToObject(root, "server_time");
-    cJSON_AddNumberToObject(st, "timestamp", (double)now_ms);
-    cJSON_AddNumberToObject(st, "timezone_offset",
-                            cfg->ota.timezone_offset_min);
-    add_firmware(root, cfg, r);
-    text = cJSON_PrintUnformatted(root);
-    if (text != NULL) {
-        *out = text;
-        if (client_id != NULL) {
-            memcpy(client_id, id, strlen(id) + 1);
-        }
-        rc = 0;
-    }
-out:
-    OPENSSL_cleanse(password, sizeof(password));
-    cJSON_Delete(root);
-    free(down);
     return rc;
 }
 
 /* ---- the endpoint ------------------------------------------------------ */
 
-/* A refusal: one warning naming the client, {"error":why}, counted. */
-static void refuse(struct gw_ota_stats *st, enum gw_ota_result result,
+/* A refusal: one warning naming the client (at a bounded rate per
+ * address), {"error":why}, counted. */
+static void refuse(struct gw__api_ota *ota, enum gw_ota_result result,
                    struct gw_http_req *req, int status, const char *why,
                    const char *const *headers)
 {
-    cJSON *doc = cJSON_CreateObject();
-    char *text;
-
-    st->results[result]++;
-    gw_log(status == 404 ? GW_LOG_DEBUG : GW_LOG_WARN, SUBJECT,
-           "%s %.64s from %s: %d %s", gw_http_req_method(req),
-           gw_http_req_path(req), gw_http_req_peer(req), status, why);
-    cJSON_AddStringToObject(doc, "error", why);
-    text = cJSON_PrintUnformatted(doc);
-    cJSON_Delete(doc);
-    if (text == NULL) {
-        (void)gw_http_respond(req, 503, NULL, NULL, "", 0);
-        return;
-    }
-    (void)gw_http_respond(req, status, JSON, headers, text, strlen(text));
-    free(text);
+    ota->stats.results[result]++;
+    gw__api_ota_refuse(ota, req, status, why, headers);
 }
 
-bool gw__api_ota_head(const struct gw_config *cfg, struct gw_ota_stats *st,
+void gw__api_ota_refuse(struct gw__api_ota *ota, struct gw_http_req *req,
+                        int status, const char *why, const char *const *headers)
+{
+    cJSON *doc = cJSON_CreateObject();
+
+    if (status == 404) {
+        gw_log(GW_LOG_DEBUG, SUBJECT, "%s %.64s from %s: %d %s",
+               gw_http_req_method(req), gw_http_req_path(req),
+               gw_http_req_peer(req), status, why);
+    } else {
+        GW__API_OTA_LOG(ota, req, GW_LOG_WARN, "%s %.64s from %s: %d %s",
+                        gw_http_req_method(req), gw_http_req_path(req),
+                        gw_http_req_peer(req), status, why);
+    }
+    cJSON_AddStringToObject(doc, "error", why);
+    gw__api_send_json(req, status, doc, headers);
+}
+
+bool gw__api_ota_may_log(struct gw__api_ota *ota, struct gw_http_req *req,
+                         uint64_t *left_out)
+{
+    return gw_ratelimit_take(&ota->logs, gw_http_req_peer(req),
+                             uv_now(ota->loop), left_out);
+}
+
+bool gw__api_ota_head(const struct gw_config *cfg, struct gw__api_ota *ota,
                       struct gw_http_req *req)
 {
     static const char *const allow[] = {"Allow: POST", NULL};
 
     if (!cfg->ota.enabled) {
-        refuse(st, GW_OTA_OFF, req, 404, "not found", NULL);
+        refuse(ota, GW_OTA_OFF, req, 404, "not found", NULL);
         return false;
     }
     if (strcmp(gw_http_req_method(req), "POST") != 0) {
-        refuse(st, GW_OTA_METHOD, req, 405, "method not allowed", allow);
+        refuse(ota, GW_OTA_METHOD, req, 405, "method not allowed", allow);
         return false;
     }
-    /* Anyone may ask: no more is read than the check's parser takes. */
+    /* Anyone may ask: no more is read than the parser takes. */
     if (gw_http_content_length(gw_http_req_header(req, "content-length")) >
-        GW_OTA_BODY_MAX) {
-        refuse(st, GW_OTA_MALFORMED, req, 413, "the body is too large", NULL);
+        (gw__api_ota_activate_path(gw_http_req_path(req))
+             ? GW_ACTIVATION_BODY_MAX
+             : GW_OTA_BODY_MAX)) {
+        refuse(ota, GW_OTA_MALFORMED, req, 413, "the body is too large", NULL);
         return false;
     }
     return true;
 }
 
-static int64_t wall_ms(void)
+int64_t gw__api_wall_ms(void)
 {
     struct timespec ts;
 
@@ -244,18 +302,171 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void gw__api_ota_serve(const struct gw_config *cfg, struct gw_ota_stats *st,
-                       struct gw_http_req *req)
+/* Sends text (made by gw_ota_answer_offer), then wipes it: it may hold a
+ * password. */
+static void send_answer(struct gw_http_req *req, char *text)
 {
+    (void)gw_http_respond(req, 200, JSON, NULL, text, strlen(text));
+    OPENSSL_cleanse(text, strlen(text));
+    free(text);
+}
+
+/* ota.activation "off": credentials to every check, as before bindings. */
+static void serve_lab(const struct gw_config *cfg, struct gw__api_ota *ota,
+                      struct gw_http_req *req, const struct gw_ota_request *r)
+{
+    char id[GW_CLIENT_ID_MAX + 1];
+    char *text = NULL;
+    int rc = gw_ota_answer(cfg, r, gw_http_req_peer(req), gw__api_wall_ms(),
+                           &text, id);
+
+    if (rc == GW_EPROTO) {
+        refuse(ota, GW_OTA_RESERVED, req, 403,
+               "this device's board makes a client id the broker refuses",
+               NULL);
+        return;
+    }
+    if (rc != 0) {
+        gw_log(GW_LOG_ERROR, SUBJECT, "answer for %s failed: %s", r->mac,
+               gw_strerror(rc));
+        refuse(ota, GW_OTA_FAILED, req, 503, "could not make credentials",
+               NULL);
+        return;
+    }
+    ota->stats.results[GW_OTA_ISSUED]++;
+    GW__API_OTA_LOG(ota, req, GW_LOG_INFO,
+                    "%s from %s: credentials issued without a binding "
+                    "(ota.activation off; board %s, firmware %s)",
+                    id, gw_http_req_peer(req), r->board[0] ? r->board : "?",
+                    r->version[0] ? r->version : "?");
+    send_answer(req, text);
+}
+
+int gw__api_ota_reissue_challenge(const struct gw_config *cfg,
+                                  const struct gw_binding *b, int64_t window,
+                                  char out[33])
+{
+    char subject[GW_CLIENT_ID_MAX + 32];
+
+    snprintf(subject, sizeof(subject), "reissue|%s|%" PRId64, b->client_id,
+             b->id);
+    return gw_credential_challenge_make(cfg->ota.device_key,
+                                        strlen(cfg->ota.device_key), subject,
+                                        window, out);
+}
+
+/* A bound identity: its credentials once, then nothing it does not
+ * prove again. */
+static void serve_bound(const struct gw_config *cfg,
+                        const struct gw_http_api_env *env,
+                        struct gw__api_ota *ota, struct gw_http_req *req,
+                        const struct gw_ota_request *r,
+                        const struct gw_binding *b, const char *serial)
+{
+    int64_t now = gw__api_wall_ms(), ttl = GW__API_OTA_TTL_MS(cfg);
+    struct gw_ota_offer o = {.client_id = b->client_id, .binding = b->id};
+    char challenge[33];
+    char *text = NULL;
+    int rc = gw_binding_claim_issue(env->bindings, b->id, &o.credentials);
+
+    if (rc == 0 && !o.credentials && serial != NULL && serial[0] != '\0' &&
+        cfg->ota.serial_key[0] != '\0') {
+        /* It can prove itself again (docs/protocol.md section 9.2). */
+        rc = gw__api_ota_reissue_challenge(cfg, b, now / ttl, challenge);
+        o.challenge = challenge;
+        o.timeout_ms = ttl - now % ttl;
+    }
+    if (rc == 0) {
+        rc = gw_ota_answer_offer(cfg, r, gw_http_req_peer(req), now, &o,
+                                 &text);
+    }
+    if (rc != 0) {
+        gw_log(GW_LOG_ERROR, SUBJECT, "answer for %s failed: %s", b->client_id,
+               gw_strerror(rc));
+        refuse(ota, GW_OTA_FAILED, req, 503, "could not answer", NULL);
+        return;
+    }
+    ota->stats.results[o.credentials ? GW_OTA_ISSUED : GW_OTA_KNOWN]++;
+    if (o.credentials) {
+        gw_log(GW_LOG_INFO, SUBJECT,
+               "%s from %s: credentials issued (binding %" PRId64
+               ", board %s, firmware %s)",
+               b->client_id, gw_http_req_peer(req), b->id,
+               r->board[0] ? r->board : "?", r->version[0] ? r->version : "?");
+    } else {
+        GW__API_OTA_LOG(ota, req, GW_LOG_INFO,
+                        "%s from %s: bound, credentials given before: none "
+                        "in this answer%s",
+                        b->client_id, gw_http_req_peer(req),
+                        o.challenge != NULL ? " (a proof is asked)" : "");
+    }
+    send_answer(req, text);
+}
+
+/* An identity not bound: an activation code, and no credentials. */
+static void serve_unknown(const struct gw_config *cfg,
+                          const struct gw_http_api_env *env,
+                          struct gw__api_ota *ota, struct gw_http_req *req,
+                          const struct gw_ota_request *r, const char *serial)
+{
+    struct gw_binding_pending want = {0}, p;
+    char id[GW_CLIENT_ID_MAX + 1];
+    int64_t now = gw__api_wall_ms();
+    struct gw_ota_offer o = {0};
+    char *text = NULL;
+    int rc;
+
+    if (gw_ota_client_id(cfg->ota.group, r->mac, r->uuid, r->board, id) != 0) {
+        refuse(ota, GW_OTA_RESERVED, req, 403,
+               "this device's board makes a client id the broker refuses",
+               NULL);
+        return;
+    }
+    memcpy(want.mac, r->mac, sizeof(want.mac));
+    memcpy(want.uuid, r->uuid, sizeof(want.uuid));
+    memcpy(want.board, r->board, sizeof(want.board));
+    snprintf(want.serial_number, sizeof(want.serial_number), "%s",
+             serial != NULL ? serial : "");
+    snprintf(want.peer, sizeof(want.peer), "%s", gw_http_req_peer(req));
+    rc = gw_binding_pending_get(env->bindings, &want, now,
+                                GW__API_OTA_TTL_MS(cfg), &p);
+    if (rc == 0) {
+        o.code = p.code;
+        o.challenge = p.challenge;
+        o.timeout_ms = p.expires_ms > now ? p.expires_ms - now : 0;
+        rc = gw_ota_answer_offer(cfg, r, gw_http_req_peer(req), now, &o,
+                                 &text);
+    }
+    if (rc != 0) {
+        gw_log(GW_LOG_ERROR, SUBJECT, "activation for %s failed: %s", r->mac,
+               gw_strerror(rc));
+        refuse(ota, GW_OTA_FAILED, req, 503, "could not answer", NULL);
+        return;
+    }
+    ota->stats.results[GW_OTA_ACTIVATION]++;
+    GW__API_OTA_LOG(ota, req, GW_LOG_INFO,
+                    "%s %s from %s: not bound, activation pending (board %s, "
+                    "%s)",
+                    r->mac, r->uuid, gw_http_req_peer(req),
+                    r->board[0] ? r->board : "?",
+                    want.serial_number[0] ? "serial number given"
+                                          : "no serial number");
+    send_answer(req, text);
+}
+
+void gw__api_ota_serve(const struct gw_http_api_env *env,
+                       struct gw__api_ota *ota, struct gw_http_req *req)
+{
+    const struct gw_config *cfg = gw_config_live_get(env->config);
     struct gw_ota_headers h = {
         .device_id = gw_http_req_header(req, "device-id"),
         .client_id = gw_http_req_header(req, "client-id"),
         .user_agent = gw_http_req_header(req, "user-agent"),
     };
+    const char *serial = gw_http_req_header(req, "serial-number");
     struct gw_ota_request r;
-    char id[GW_CLIENT_ID_MAX + 1];
+    struct gw_binding b;
     const char *why = NULL, *body;
-    char *text = NULL;
     size_t len;
     int rc;
 
@@ -264,31 +475,46 @@ void gw__api_ota_serve(const struct gw_config *cfg, struct gw_ota_stats *st,
     if (rc != 0) {
         /* A body over the check's own bound was refused at its head
          * (gw__api_ota_head); counted with the malformed ones. */
-        refuse(st, GW_OTA_MALFORMED, req, rc == GW_ETOOBIG ? 413 : 400, why,
+        refuse(ota, GW_OTA_MALFORMED, req, rc == GW_ETOOBIG ? 413 : 400, why,
                NULL);
         return;
     }
-    rc = gw_ota_answer(cfg, &r, gw_http_req_peer(req), wall_ms(), &text, id);
-    if (rc != 0) {
-        gw_log(GW_LOG_ERROR, SUBJECT, "answer for %s failed: %s", r.mac,
-               gw_strerror(rc));
-        refuse(st, GW_OTA_FAILED, req, 503, "could not make credentials", NULL);
+    if (r.body_ignored != NULL) {
+        char id[GW_CLIENT_ID_MAX + 1];
+        ota->stats.bodies_ignored++;
+        GW__API_OTA_LOG(
+            ota, req, GW_LOG_WARN,
+            "%s from %s: body ignored (%s), provisioned from the headers",
+            gw_ota_client_id(cfg->ota.group, r.mac, r.uuid, r.board, id) == 0
+                ? id
+                : r.mac,
+            gw_http_req_peer(req), r.body_ignored);
+    }
+    if (!cfg->ota.activation) {
+        serve_lab(cfg, ota, req, &r);
         return;
     }
-    st->results[GW_OTA_ISSUED]++;
-    if (r.body_ignored != NULL) {
-        st->bodies_ignored++;
-        gw_log(GW_LOG_WARN, SUBJECT,
-               "%s from %s: body ignored (%s), provisioned from the headers",
-               id, gw_http_req_peer(req), r.body_ignored);
+    if (serial != NULL && !gw__api_ota_serial_ok(serial)) {
+        serial = NULL; /* informative here; /activate checks the proof */
     }
-    gw_log(GW_LOG_INFO, SUBJECT,
-           "%s from %s: credentials issued (board %s, firmware %s)", id,
-           gw_http_req_peer(req), r.board[0] != '\0' ? r.board : "?",
-           r.version[0] != '\0' ? r.version : "?");
-    (void)gw_http_respond(req, 200, JSON, NULL, text, strlen(text));
-    /* The password is in the text: wipe it before it goes back to the
-     * allocator. */
-    OPENSSL_cleanse(text, strlen(text));
-    free(text);
+    rc = env->bindings != NULL
+             ? gw_binding_find(env->bindings, r.mac, r.uuid, &b)
+             : GW_EIO;
+    if (rc == 0) {
+        serve_bound(cfg, env, ota, req, &r, &b, serial);
+    } else if (rc == GW_ENOENT) {
+        serve_unknown(cfg, env, ota, req, &r, serial);
+    } else {
+        refuse(ota, GW_OTA_FAILED, req, 503, "the bindings are unavailable",
+               NULL);
+    }
+}
+
+bool gw__api_ota_serial_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    return n > 0 && n <= GW_BINDING_SERIAL_MAX &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                     "0123456789_.-") == n;
 }

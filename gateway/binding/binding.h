@@ -14,6 +14,7 @@
 #include "codec/client_id.h"
 #include "codec/ota_request.h"
 #include "common/error.h"
+#include "common/mqtt_link.h"
 
 #define GW_BINDING_CODE_LEN      6  /* decimal digits the device shows */
 #define GW_BINDING_CHALLENGE_LEN 32 /* hex characters */
@@ -160,6 +161,16 @@ GW_MUST_CHECK int gw_binding_unbind(struct gw_binding_store *s,
                                     struct gw_binding_revoked *out);
 
 /*
+ * The identity client_id is known by: its binding, when that is the only
+ * binding of its MAC. GW_ENOENT when it is not bound, GW_EEXIST when
+ * another binding holds its MAC too (ambiguous: no MAC rule may match
+ * it), else as above.
+ */
+GW_MUST_CHECK int gw_binding_identity(struct gw_binding_store *s,
+                                      const char *client_id,
+                                      struct gw_binding *out);
+
+/*
  * Walks bindings by id, the ones with id > after, at most limit of them,
  * in id order (a page of the API's list): fn is called for each; returns
  * the count walked or a negative GW_E*. Likewise the pending ones
@@ -177,6 +188,24 @@ int gw_binding_pending_list(struct gw_binding_store *s, int64_t now_ms,
                             int limit, gw_binding_pending_fn fn, void *arg);
 int gw_binding_revoked_list(struct gw_binding_store *s,
                             gw_binding_revoked_fn fn, void *arg);
+
+/*
+ * Publishes revocations r[0..n) to the broker plugin on topic, QoS 1, in
+ * as many messages as needed for each packet to stay within packet_max
+ * bytes. Returns 0 or a negative GW_E* (logged).
+ */
+GW_MUST_CHECK int gw_binding_revoke_publish(struct gw_mqtt_link *link,
+                                            const char *topic,
+                                            size_t packet_max,
+                                            const struct gw_binding_revoked *r,
+                                            size_t n);
+
+/* Every revocation recorded: what the plugin must hear when the link
+ * comes up. Returns as gw_binding_revoke_publish. */
+GW_MUST_CHECK int gw_binding_revoke_publish_all(struct gw_binding_store *s,
+                                                struct gw_mqtt_link *link,
+                                                const char *topic,
+                                                size_t packet_max);
 
 /* "sqlite" / "postgresql", and "operator" / "hmac" / "lab". */
 const char *gw_binding_store_kind_name(enum gw_binding_store_kind k);

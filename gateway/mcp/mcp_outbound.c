@@ -153,6 +153,7 @@ int gw_mcp_outbound_init(const struct gw_mcp_outbound_env *env,
     ob->config = env->config;
     ob->pub = env->pub;
     ob->devices = env->devices;
+    ob->bindings = env->bindings;
     ob->http_open = true;
     gw_list_init(&ob->posts);
     gw_ratelimit_init(&ob->log_limit, log_per_device, log_all, LOG_KEYS_MAX);

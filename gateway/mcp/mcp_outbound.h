@@ -17,6 +17,7 @@
 
 #include "codec/envelope.h"
 #include "common/error.h"
+#include "gateway/binding/binding.h"
 #include "gateway/core/config_hold.h"
 #include "gateway/device/device_table.h"
 #include "gateway/device/publish.h"
@@ -85,6 +86,8 @@ struct gw_mcp_outbound_env {
     const struct gw_config_live *config;
     struct gw_publisher *pub;
     struct gw_device_table *devices; /* for each device's live session id */
+    /* NULL unless OTA activation is on: allow rules match bindings. */
+    struct gw_binding_store *bindings;
 };
 
 GW_MUST_CHECK int gw_mcp_outbound_init(const struct gw_mcp_outbound_env *env,

@@ -35,7 +35,7 @@ static void on_call_timeout(uv_timer_t *t)
     if (s == NULL) {
         return;
     }
-    ms = gw__mcp_outbound_server(gw__mcp_outbound_config(c->ob), s->server,
+    ms = gw__mcp_outbound_server(c->ob, s->server,
                                  s->client_id);
     snprintf(text, sizeof(text), "MCP server %s did not answer within %d ms",
              s->server, ms != NULL ? ms->timeout_ms : 0);
@@ -86,7 +86,7 @@ void gw__mcp_outbound_request(struct gw_mcp_outbound *ob, const char *client_id,
 {
     const struct gw_config *cfg = gw__mcp_outbound_config(ob);
     const struct gw_mcp_server_config *ms =
-        gw__mcp_outbound_server(cfg, endpoint, client_id);
+        gw__mcp_outbound_server(ob, endpoint, client_id);
     struct ob_session *s;
     struct ob_call *c;
     char text[192];
@@ -180,7 +180,7 @@ void gw__mcp_outbound_notification(struct gw_mcp_outbound *ob,
                                    const struct gw_rpc *rpc)
 {
     const struct gw_mcp_server_config *ms = gw__mcp_outbound_server(
-        gw__mcp_outbound_config(ob), endpoint, client_id);
+        ob, endpoint, client_id);
     struct ob_session *s =
         ms != NULL ? gw__mcp_outbound_session_find(ob, client_id, ms->name)
                    : NULL;

@@ -133,6 +133,7 @@ struct gw_mcp_outbound {
     const struct gw_config_live *config;
     struct gw_publisher *pub;
     struct gw_device_table *devices;
+    struct gw_binding_store *bindings; /* NULL: client ids are identities */
     struct gw_http_client *http;
     struct ob_session *sessions;
     size_t n_sessions;
@@ -250,10 +251,11 @@ enum gw_outbound_outcome gw__mcp_outbound_reply_message(
 
 const struct gw_config *
 gw__mcp_outbound_config(const struct gw_mcp_outbound *ob);
-/* The server named so that this device may use, or NULL (both cases look
- * the same to the device). */
+/* The server named so that this device may use (its allow rules matched
+ * against the device's binding when bindings are kept), or NULL (both
+ * cases look the same to the device). */
 const struct gw_mcp_server_config *
-gw__mcp_outbound_server(const struct gw_config *cfg, const char *name,
+gw__mcp_outbound_server(struct gw_mcp_outbound *ob, const char *name,
                         const char *client_id);
 /* The counters of server (a spare set when out of memory). */
 struct gw_outbound_server_stats *

@@ -151,7 +151,7 @@ void gw__mcp_outbound_send_cancelled(struct ob_session *s, uint32_t gw_id,
                                      const char *reason)
 {
     const struct gw_mcp_server_config *ms = gw__mcp_outbound_server(
-        gw__mcp_outbound_config(s->ob), s->server, s->client_id);
+        s->ob, s->server, s->client_id);
     cJSON *params = cJSON_CreateObject(), *n;
 
     if (ms == NULL || params == NULL ||
@@ -197,7 +197,7 @@ void gw__mcp_outbound_session_end(struct ob_session *s,
     }
     if (delete &&s->sid != NULL && !ob->closing) {
         const struct gw_mcp_server_config *ms = gw__mcp_outbound_server(
-            gw__mcp_outbound_config(ob), s->server, s->client_id);
+            ob, s->server, s->client_id);
         if (ms != NULL) {
             (void)gw__mcp_outbound_xfer_start(ob, ms, s, X_DELETE, NULL, 0,
                                               NULL, NULL);
@@ -297,7 +297,7 @@ static void call_send(struct ob_call *c)
     struct ob_session *s = c->s;
     struct gw_mcp_outbound *ob = c->ob;
     const struct gw_mcp_server_config *ms = gw__mcp_outbound_server(
-        gw__mcp_outbound_config(ob), s->server, s->client_id);
+        ob, s->server, s->client_id);
     cJSON *id;
     int rc;
 
@@ -395,7 +395,7 @@ void gw__mcp_outbound_session_init_start(struct ob_session *s)
 {
     struct gw_mcp_outbound *ob = s->ob;
     const struct gw_mcp_server_config *ms = gw__mcp_outbound_server(
-        gw__mcp_outbound_config(ob), s->server, s->client_id);
+        ob, s->server, s->client_id);
     cJSON *params = cJSON_CreateObject(), *info, *msg;
     uint32_t id = next_id(s);
     int rc;
@@ -513,7 +513,7 @@ static void on_init_answer(struct ob_xfer *x, const struct gw_rpc *rpc)
     x->sid = NULL;
     snprintf(s->version, sizeof(s->version), "%s", v->valuestring);
     s->state = SS_READY;
-    ms = gw__mcp_outbound_server(gw__mcp_outbound_config(s->ob), s->server,
+    ms = gw__mcp_outbound_server(s->ob, s->server,
                                  s->client_id);
     n = gw_rpc_notification("notifications/initialized", NULL);
     if (ms != NULL && n != NULL) {

@@ -21,7 +21,8 @@ BASE=http://127.0.0.1:$HTTP_PORT
 cfg=$GW_TMP/gw.json
 write_gateway_config "$cfg" "\"ota\": { \"enabled\": true,
     \"mqtt_endpoint\": \"127.0.0.1:$BROKER_PORT\",
-    \"device_key\": \"unauth-device-key\", \"group\": \"GID_{board}\" }"
+    \"device_key\": \"unauth-device-key\", \"group\": \"GID_{board}\",
+    \"activation\": \"off\" }"
 jq --argjson port "$HTTP_PORT" --arg token "$TOKEN" --arg ui "$src/web" \
     '.http = {listen: "127.0.0.1", port: $port, token: $token, ui_dir: $ui}' \
     "$cfg" >"$cfg.new" && mv "$cfg.new" "$cfg"

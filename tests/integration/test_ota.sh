@@ -70,7 +70,8 @@ OTA_URL=http://127.0.0.1:$http_port/xiaozhi/ota/
 cfg=$GW_TMP/gw.json
 write_gateway_config "$cfg" "\"ota\": { \"enabled\": true,
     \"mqtt_endpoint\": \"127.0.0.1:$BROKER_PORT\",
-    \"device_key\": \"$PLUGIN_KEY\", \"group\": \"GID_{board}\" }"
+    \"device_key\": \"$PLUGIN_KEY\", \"group\": \"GID_{board}\",
+    \"activation\": \"off\" }"
 # With an API token: the firmware sends none, and needs none.
 TOKEN=ota-test-token-5f2c
 sed -i "s|\"http\": { \"port\": 0 }|\"http\": { \"port\": $http_port, \"token\": \"$TOKEN\" }|" "$cfg"
@@ -99,6 +100,8 @@ check "and one for the loopback broker address it hands out" \
 
 start_gateway gw "$cfg" || bail "the gateway starts"
 wait_for_http "http://127.0.0.1:$http_port/healthz" || bail "the API answers"
+check "activation off (a lab): the start says the endpoint is open" \
+    grep -q 'warn.*ota.activation is off: the OTA endpoint hands MQTT credentials to anyone' "$GW_LOG"
 
 echo "# 2. the firmware's check gets MQTT credentials, time and firmware"
 firmware_body >"$GW_TMP/body.json"
