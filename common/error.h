@@ -19,7 +19,7 @@
  * Peer faults are kept apart so that counters and logs say who was wrong:
  * MALFORMED (bytes do not parse), TRUNC (shorter than declared), TOOBIG
  * (over a limit), PROTO (parses, but not allowed here), AUTH (bad
- * credential or MAC).
+ * credential or MAC). IO is a database or disk that failed us.
  */
 #define GW_ERRNO_MAP(XX)                                                       \
     XX(INVAL, "invalid argument")                                              \
@@ -37,7 +37,8 @@
     XX(EXIST, "already exists")                                                \
     XX(OPUS, "invalid opus packet")                                            \
     XX(REPLAY, "replayed or reordered packet")                                 \
-    XX(LIMIT, "resource limit reached")
+    XX(LIMIT, "resource limit reached")                                        \
+    XX(IO, "storage failure")
 
 enum gw_errno {
     GW_ERR_FIRST_ = GW_ERR_BASE,

@@ -618,6 +618,17 @@ static void check_ota(struct loader *ld, const struct gw_config *cfg)
         fail_key(ld, "ota.firmware.force",
                  "needs ota.firmware.version and url");
     }
+    /* A SQLite file is one instance's: the others would not know the
+     * bindings it holds. */
+    if (cfg->ota.enabled && cfg->ota.activation == GW_OTA_ACTIVATION_ON &&
+        cfg->cluster.mode != GW_CLUSTER_MODE_OFF &&
+        cfg->bindings.store == GW_BINDINGS_SQLITE) {
+        fail_key(ld, "bindings.store",
+                 "must be \"postgresql\" when cluster.mode is \"%s\" and "
+                 "ota.activation is \"on\" (several instances need one "
+                 "shared store)",
+                 cfg->cluster.mode == GW_CLUSTER_MODE_HASH ? "hash" : "shared");
+    }
 }
 
 /* cluster.instance defaults to mqtt.client_id (in mode hash), which must

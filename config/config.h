@@ -41,6 +41,19 @@ enum gw_cluster_mode {
     GW_CLUSTER_MODE_SHARED, /* the broker's shared subscription picks */
 };
 
+/* ota.activation: whether a device must be bound before it gets
+ * credentials (docs/protocol.md section 9). */
+enum gw_ota_activation {
+    GW_OTA_ACTIVATION_ON,
+    GW_OTA_ACTIVATION_OFF, /* lab: credentials to every check */
+};
+
+/* bindings.store: where the device bindings live (gateway/binding/). */
+enum gw_bindings_store {
+    GW_BINDINGS_SQLITE,     /* one file, one instance */
+    GW_BINDINGS_POSTGRESQL, /* shared by several instances */
+};
+
 enum gw_route_strategy {
 #define XX(name, _) GW_STRATEGY_##name,
     GW_ROUTE_STRATEGY_MAP(XX)
@@ -228,7 +241,18 @@ struct gw_config {
             char *url;
             bool force;
         } firmware;
+        enum gw_ota_activation activation;
+        int activation_ttl_s;     /* a pending activation's code lives */
+        char *activation_message; /* shown with the code */
+        char *serial_key;         /* device keys by serial; secret */
+        char *revoke_topic;       /* unbindings to the broker plugin */
     } ota;
+    /* The device bindings store (gateway/binding/binding.h). */
+    struct {
+        enum gw_bindings_store store;
+        char *path;     /* sqlite: the database file */
+        char *conninfo; /* postgresql: a libpq connection string; secret */
+    } bindings;
     struct {
         enum gw_log_level level;
         enum gw_log_format format;

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "codec/ota_request.h"
 #include "codec/ws_url.h"
@@ -374,11 +375,16 @@ const char *gw__config_check_ota_endpoint(void *field)
 
 /* ota.group: part 1 of the client id, where "{board}" stands for the
  * device's board type. No '@' at all: "GID@@" would join the separator
- * into "@@@@@" and move the parts. */
+ * into "@@@@@" and move the parts. Not "hybridgw...": the broker plugin
+ * keeps that prefix for the gateways. */
 const char *gw__config_check_ota_group(void *field)
 {
     const char *why = gw__config_check_group(field);
 
+    if (why == NULL && strncasecmp(*(char **)field, "hybridgw", 8) == 0) {
+        why = "must not start with \"hybridgw\" (the broker keeps that "
+              "prefix for gateways)";
+    }
     if (why == NULL && strchr(*(char **)field, '@') != NULL) {
         why = "must not contain '@'";
     }
@@ -395,6 +401,30 @@ const char *gw__config_check_publish_topic(void *field)
 
     if (s[0] == '\0') {
         return "must not be empty (a device with none sends nothing)";
+    }
+    return strpbrk(s, "+#") != NULL ? "must not contain '+' or '#'" : NULL;
+}
+
+/* ota.serial_key: every device key derives from it, so it must not be
+ * guessable; the value is a secret and never appears in a message. */
+const char *gw__config_check_serial_key(void *field)
+{
+    const char *s = *(char **)field;
+
+    return s[0] != '\0' && strlen(s) < 16
+               ? "must be at least 16 characters (or \"\": no device binds "
+                 "itself)"
+               : NULL;
+}
+
+/* ota.revoke_topic: a plain topic the gateway publishes to. */
+const char *gw__config_check_revoke_topic(void *field)
+{
+    const char *s = *(char **)field;
+
+    if (s[0] == '\0') {
+        return "must not be empty (the broker plugin's "
+               "plugin_opt_revoke_topic)";
     }
     return strpbrk(s, "+#") != NULL ? "must not contain '+' or '#'" : NULL;
 }

@@ -29,6 +29,8 @@ const char *gw__config_check_host(void *field);
 const char *gw__config_check_ota_endpoint(void *field);
 const char *gw__config_check_ota_group(void *field);
 const char *gw__config_check_publish_topic(void *field);
+const char *gw__config_check_serial_key(void *field);
+const char *gw__config_check_revoke_topic(void *field);
 const char *gw__config_check_fw_version(void *field);
 const char *gw__config_check_fw_url(void *field);
 

@@ -15,6 +15,8 @@ _Static_assert(sizeof(enum gw_auth_scheme) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum gw_route_strategy) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum gw_log_level) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum gw_log_format) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum gw_ota_activation) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum gw_bindings_store) == sizeof(int), "enum size");
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -387,6 +389,12 @@ static const struct gw_config_key ota_firmware_keys[] = {
 static const struct gw_config_table ota_firmware_table =
     TABLE("ota.firmware", ota_firmware_keys, 0);
 
+static const struct gw_config_name activations[] = {
+    {"on", GW_OTA_ACTIVATION_ON},
+    {"off", GW_OTA_ACTIVATION_OFF},
+    {NULL, 0},
+};
+
 #define OTA(m) AT(struct gw_config, ota, m)
 static const struct gw_config_key ota_keys[] = {
     KEY_BOOL("enabled", OTA(enabled), GW_CF_RELOAD, 0),
@@ -402,8 +410,40 @@ static const struct gw_config_key ota_keys[] = {
     KEY_INT("timezone_offset_min", OTA(timezone_offset_min), GW_CF_RELOAD, 0,
             -720, 840),
     KEY_OBJ("firmware", OTA(firmware), &ota_firmware_table),
+    /* Only a bound device gets credentials; "off" is the lab's open door. */
+    KEY_ENUM("activation", OTA(activation), GW_CF_RELOAD, GW_OTA_ACTIVATION_ON,
+             activations),
+    KEY_INT("activation_ttl_s", OTA(activation_ttl_s), GW_CF_RELOAD, 600, 60,
+            86400),
+    KEY_STR("activation_message", OTA(activation_message), GW_CF_RELOAD,
+            "Give this code to your operator", NULL),
+    /* Device key = HMAC-SHA256(serial_key, serial number); "": no device
+     * binds itself. */
+    KEY_STR("serial_key", OTA(serial_key), GW_CF_RELOAD | GW_CF_SECRET, "",
+            gw__config_check_serial_key),
+    /* The broker plugin's plugin_opt_revoke_topic. */
+    KEY_STR("revoke_topic", OTA(revoke_topic), GW_CF_RELOAD,
+            "hybridgw/broker/revoke", gw__config_check_revoke_topic),
 };
 static const struct gw_config_table ota_table = TABLE("ota", ota_keys, 0);
+
+static const struct gw_config_name binding_stores[] = {
+    {"sqlite", GW_BINDINGS_SQLITE},
+    {"postgresql", GW_BINDINGS_POSTGRESQL},
+    {NULL, 0},
+};
+
+/* gateway/binding/: the store is opened once, at start. */
+#define BND(m) AT(struct gw_config, bindings, m)
+static const struct gw_config_key bindings_keys[] = {
+    KEY_ENUM("store", BND(store), GW_CF_RESTART, GW_BINDINGS_SQLITE,
+             binding_stores),
+    KEY_STR("path", BND(path), GW_CF_RESTART, "/var/lib/hybridgw/bindings.db",
+            gw__config_check_nonempty),
+    KEY_STR("conninfo", BND(conninfo), GW_CF_RESTART | GW_CF_SECRET, "", NULL),
+};
+static const struct gw_config_table bindings_table =
+    TABLE("bindings", bindings_keys, 0);
 
 #define LOG(m) AT(struct gw_config, log, m)
 static const struct gw_config_key log_keys[] = {
@@ -454,6 +494,7 @@ static const struct gw_config_key top_keys[] = {
     KEY_OBJ("limits", TOP(limits), &limits_table),
     KEY_OBJ("health", TOP(health), &health_table),
     KEY_OBJ("ota", TOP(ota), &ota_table),
+    KEY_OBJ("bindings", TOP(bindings), &bindings_table),
     KEY_OBJ("log", TOP(log), &log_table),
     KEY_OBJ("cluster", TOP(cluster), &cluster_table),
 };

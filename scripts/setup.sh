@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package hybridgw needs to build, test and run the
-# demo, and the npm packages of the MCP tests (tests/mcp) and of the
+# demo (postgresql: the bindings store's tests start a server of their own), and the npm packages of the MCP tests (tests/mcp) and of the
 # operator page's browser test (tests/web, which drives Debian's Chromium).
 # Safe to run again: it installs only what is missing or stale.
 # GW_SETUP_NODE=0 skips the Node.js part and Chromium, as does a tree
@@ -19,8 +19,9 @@ packages=(
     clang libclang-rt-14-dev clang-format
     libuv1-dev libmosquitto-dev libcjson-dev libssl-dev openssl nettle-dev libopus-dev
     libwebsockets-dev libwebsockets-evlib-uv libcmocka-dev uthash-dev
-    libcurl4-openssl-dev
+    libcurl4-openssl-dev libsqlite3-dev libpq-dev
     mosquitto mosquitto-clients mosquitto-dev jq curl
+    postgresql
 )
 
 missing=()

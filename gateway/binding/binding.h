@@ -113,7 +113,8 @@ GW_MUST_CHECK int gw_binding_count_mac(struct gw_binding_store *s,
  * pending ones, never leading to a guessable sequence) and challenge from
  * the OpenSSL generator, want's board, serial_number and peer, expiring
  * at now_ms + ttl_ms. Expired rows are deleted on the way. *out is the
- * row as stored.
+ * row as stored. Also GW_ECRYPTO (the generator failed) or GW_ELIMIT (no
+ * free code found in a few draws: nearly every code is pending).
  */
 GW_MUST_CHECK int gw_binding_pending_get(struct gw_binding_store *s,
                                          const struct gw_binding_pending *want,
@@ -144,8 +145,8 @@ GW_MUST_CHECK int gw_binding_bind(struct gw_binding_store *s,
  * clears reissue only if it was not issued or reissue was set, atomically
  * (two instances asking at once: one gets it). *granted says which.
  */
-GW_MUST_CHECK int gw_binding_claim_issue(struct gw_binding_store *s,
-                                         int64_t id, bool *granted);
+GW_MUST_CHECK int gw_binding_claim_issue(struct gw_binding_store *s, int64_t id,
+                                         bool *granted);
 
 /* Lets the next check of binding id have its credentials again. */
 GW_MUST_CHECK int gw_binding_allow_reissue(struct gw_binding_store *s,
@@ -175,7 +176,9 @@ GW_MUST_CHECK int gw_binding_identity(struct gw_binding_store *s,
  * in id order (a page of the API's list): fn is called for each; returns
  * the count walked or a negative GW_E*. Likewise the pending ones
  * (unexpired at now_ms, by creation) and every revocation (the broker
- * plugin is told them all when the gateway's link comes up).
+ * plugin is told them all when the gateway's link comes up). fn runs
+ * once the database is done with the query, so it may call the store;
+ * GW_ENOMEM if the rows do not fit in memory.
  */
 typedef void (*gw_binding_fn)(const struct gw_binding *b, void *arg);
 typedef void (*gw_binding_pending_fn)(const struct gw_binding_pending *p,
