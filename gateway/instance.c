@@ -125,7 +125,7 @@ static int open_bindings(struct gw_instance *inst)
     if (!cfg->ota.enabled) {
         return 0;
     }
-    if (!cfg->ota.activation) {
+    if (cfg->ota.activation == GW_OTA_ACTIVATION_OFF) {
         gw_log(GW_LOG_WARN, "ota",
                "ota.activation is off: the OTA endpoint hands MQTT "
                "credentials to anyone who can reach it and names a MAC and "

@@ -490,7 +490,7 @@ void gw__api_ota_serve(const struct gw_http_api_env *env,
                 : r.mac,
             gw_http_req_peer(req), r.body_ignored);
     }
-    if (!cfg->ota.activation) {
+    if (cfg->ota.activation == GW_OTA_ACTIVATION_OFF) {
         serve_lab(cfg, ota, req, &r);
         return;
     }

@@ -186,7 +186,7 @@ void gw__api_ota_activate(const struct gw_http_api_env *env,
     size_t len;
     int rc;
 
-    if (!cfg->ota.activation || env->bindings == NULL) {
+    if (cfg->ota.activation == GW_OTA_ACTIVATION_OFF || env->bindings == NULL) {
         refuse(ota, GW_OTA_ACTIVATE_UNKNOWN, req, 404,
                "activation is off: ota.activation");
         return;
