@@ -14,7 +14,6 @@
 
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "codec/activation_request.h"
 #include "codec/client_id.h"
