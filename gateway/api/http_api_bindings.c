@@ -192,7 +192,7 @@ static const char *code_of(const cJSON *root)
     return code->valuestring;
 }
 
-static void bind(const struct gw_http_api_env *env, struct gw__api_ota *ota,
+static void bind_by_code(const struct gw_http_api_env *env, struct gw__api_ota *ota,
                  struct gw_http_req *req)
 {
     const struct gw_config *cfg = gw_config_live_get(env->config);
@@ -296,7 +296,7 @@ void gw__api_bindings_serve(const struct gw_http_api_env *env,
     } else if (strcmp(path, "/api/bindings") != 0) {
         unbind(env, ota, req, path + strlen(PREFIX));
     } else if (strcmp(method, "POST") == 0) {
-        bind(env, ota, req);
+        bind_by_code(env, ota, req);
     } else {
         list(env, ota, req);
     }

@@ -157,9 +157,9 @@ static int add_mqtt(cJSON *root, const struct gw_config *cfg,
     cJSON_AddStringToObject(mqtt, "endpoint", cfg->ota.mqtt_endpoint);
     cJSON_AddStringToObject(mqtt, "client_id", o->client_id);
     if (o->credentials) {
-        rc = gw_device_username_make(peer, o->binding, username,
+        rc = gw_device_username_make(peer, (uint64_t)o->binding, username,
                                      sizeof(username));
-        if (rc == 0) {
+        if (rc >= 0) {
             rc = gw_credential_password_make(
                 key, strlen(key), o->client_id, strlen(o->client_id), username,
                 strlen(username), password, sizeof(password));

@@ -197,18 +197,15 @@ int gw_binding_revoked_list(struct gw_binding_store *s,
  * as many messages as needed for each packet to stay within packet_max
  * bytes. Returns 0 or a negative GW_E* (logged).
  */
-GW_MUST_CHECK int gw_binding_revoke_publish(struct gw_mqtt_link *link,
-                                            const char *topic,
-                                            size_t packet_max,
-                                            const struct gw_binding_revoked *r,
-                                            size_t n);
+int gw_binding_revoke_publish(struct gw_mqtt_link *link, const char *topic,
+                              size_t packet_max,
+                              const struct gw_binding_revoked *r, size_t n);
 
 /* Every revocation recorded: what the plugin must hear when the link
  * comes up. Returns as gw_binding_revoke_publish. */
-GW_MUST_CHECK int gw_binding_revoke_publish_all(struct gw_binding_store *s,
-                                                struct gw_mqtt_link *link,
-                                                const char *topic,
-                                                size_t packet_max);
+int gw_binding_revoke_publish_all(struct gw_binding_store *s,
+                                  struct gw_mqtt_link *link, const char *topic,
+                                  size_t packet_max);
 
 /* "sqlite" / "postgresql", and "operator" / "hmac" / "lab". */
 const char *gw_binding_store_kind_name(enum gw_binding_store_kind k);

@@ -55,6 +55,9 @@ int gw_binding_revoke_publish(struct gw_mqtt_link *link, const char *topic,
     }
     rc = gw_revocation_pack(e, n, room, emit, &k);
     free(e);
+    if (rc > 0) {
+        rc = 0; /* the number of messages */
+    }
     if (rc != 0) {
         gw_log(GW_LOG_ERROR, SUBJECT,
                "could not tell the broker %zu revocation(s) on %s: %s (%zu "

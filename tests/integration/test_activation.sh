@@ -143,7 +143,7 @@ check "they still name the client id and broker (the device keeps its pair)" \
     "$GW_TMP/again.json"
 st=$(ota_check "$GW_TMP/imp.json" "$MAC" "11111111-2222-4333-8444-555555555555")
 check "an impostor with the device's MAC and another uuid: a code, no mqtt" \
-    jq -e 'has("mqtt") | not and (.activation.code | length == 6)' "$GW_TMP/imp.json"
+    jq -e '(has("mqtt") | not) and (.activation.code | length == 6)' "$GW_TMP/imp.json"
 check "counted: issued 1" test "$(gw_metric "$API" \
     'hybridgw_ota_requests_total{result="issued"}' "$TOKEN")" = 1
 
