@@ -130,7 +130,8 @@ static int add_device(struct gw_broker_clients *t, struct conn *c,
 
 int gw_broker_clients_add(struct gw_broker_clients *t, const void *ctx,
                           enum gw_broker_role role, const char *client_id,
-                          const char *address, struct gw_broker_presence *ev)
+                          const char *address, uint64_t binding,
+                          struct gw_broker_presence *ev)
 {
     struct gw_broker_presence stale;
     struct conn *c;
@@ -147,6 +148,7 @@ int gw_broker_clients_add(struct gw_broker_clients *t, const void *ctx,
     }
     c->ctx = ctx;
     c->info.role = role;
+    c->info.binding = binding;
     if (address != NULL && strlen(address) <= GW_BROKER_ADDRESS_MAX) {
         strcpy(c->address, address);
     }
@@ -180,6 +182,18 @@ struct gw_broker_conn_info *gw_broker_clients_find(struct gw_broker_clients *t,
 
     HASH_FIND_PTR(t->by_ctx, &ctx, c);
     return c != NULL ? &c->info : NULL;
+}
+
+bool gw_broker_clients_current_below(struct gw_broker_clients *t,
+                                     const char *client_id, uint64_t below)
+{
+    struct device *d;
+
+    if (client_id == NULL || strlen(client_id) > GW_CLIENT_ID_MAX) {
+        return false;
+    }
+    HASH_FIND_STR(t->by_id, client_id, d);
+    return d != NULL && d->conns != NULL && d->conns->info.binding < below;
 }
 
 unsigned gw_broker_clients_count(const struct gw_broker_clients *t)

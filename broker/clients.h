@@ -25,6 +25,7 @@ struct gw_broker_conn_info {
     unsigned denials;      /* ACL refusals so far, for rate-limited logs */
     uint64_t oversized;    /* device publishes refused for their size */
     uint64_t retained;     /* device publishes whose retain was cleared */
+    uint64_t binding;      /* a device's credentials' binding id, 0: none */
 };
 
 /* A presence message to publish, self-contained. */
@@ -41,16 +42,26 @@ void gw_broker_clients_destroy(struct gw_broker_clients *t);
 
 /*
  * Records an authenticated connection (ctx is the broker's context, used
- * only as a key). A device connection becomes its id's current one and
- * *ev says "online" for it; ctx already in the table (a context reused
- * without its disconnect being seen) is replaced silently. Returns 0,
- * GW_EINVAL (no role, or a device id longer than GW_CLIENT_ID_MAX) or
- * GW_ENOMEM.
+ * only as a key) with its credentials' binding id (devices; 0: none). A
+ * device connection becomes its id's current one and *ev says "online"
+ * for it; ctx already in the table (a context reused without its
+ * disconnect being seen) is replaced silently. Returns 0, GW_EINVAL (no
+ * role, or a device id longer than GW_CLIENT_ID_MAX) or GW_ENOMEM.
  */
-GW_MUST_CHECK int
-gw_broker_clients_add(struct gw_broker_clients *t, const void *ctx,
-                      enum gw_broker_role role, const char *client_id,
-                      const char *address, struct gw_broker_presence *ev);
+GW_MUST_CHECK int gw_broker_clients_add(struct gw_broker_clients *t,
+                                        const void *ctx,
+                                        enum gw_broker_role role,
+                                        const char *client_id,
+                                        const char *address, uint64_t binding,
+                                        struct gw_broker_presence *ev);
+
+/*
+ * True if client_id's current device connection (the one the broker finds
+ * by that id, so the one a kick by client id ends) has a binding id below
+ * below: a revocation must end it.
+ */
+bool gw_broker_clients_current_below(struct gw_broker_clients *t,
+                                     const char *client_id, uint64_t below);
 
 /* The connection of ctx, or NULL. The pointer is valid until removal. */
 struct gw_broker_conn_info *gw_broker_clients_find(struct gw_broker_clients *t,

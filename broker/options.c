@@ -45,6 +45,9 @@ static const struct option options[] = {
      * saying gone) goes to <prefix>/<name>. */
     {"gateway_instances_prefix", TOPIC, FIELD(gateway_instances_prefix),
      "hybridgw/instances"},
+    /* The gateway's ota.revoke_topic: its {"revoke":...} messages. */
+    {"revoke_topic", PREFIX, FIELD(revoke_topic),
+     GW_BROKER_DEFAULT_REVOKE_TOPIC},
 };
 
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
@@ -118,7 +121,7 @@ int gw_broker_options_set(struct gw_broker_options *o, const char *key,
             "unknown option plugin_opt_%s (known: device_key, device_topic, "
             "gateway_username, gateway_password, topic_prefix, "
             "max_message_bytes, gateway_status_topic, "
-            "gateway_instances_prefix)",
+            "gateway_instances_prefix, revoke_topic)",
             key);
         return GW_ENOENT;
     }
@@ -134,6 +137,15 @@ int gw_broker_options_set(struct gw_broker_options *o, const char *key,
     }
     *dst = strdup(value);
     return *dst != NULL ? 0 : GW_ENOMEM;
+}
+
+/* True if topic is prefix or one of its sub-topics. */
+static bool under(const char *topic, const char *prefix)
+{
+    size_t n = strlen(prefix);
+
+    return strncmp(topic, prefix, n) == 0 &&
+           (topic[n] == '/' || topic[n] == '\0');
 }
 
 int gw_broker_options_check(struct gw_broker_options *o, char *err,
@@ -181,6 +193,23 @@ int gw_broker_options_check(struct gw_broker_options *o, char *err,
             "plugin_opt_gateway_status_topic '%s' must not be under "
             "plugin_opt_topic_prefix '%s'",
             o->gateway_status_topic, o->topic_prefix);
+        return GW_ECONFIG;
+    }
+    /*
+     * Revocations are consumed, never routed: on a topic that devices may
+     * write, or that the plugin routes or lets a will through to, they
+     * would mean two things at once.
+     */
+    if (under(o->revoke_topic, o->topic_prefix) ||
+        under(o->revoke_topic, o->gateway_instances_prefix) ||
+        strcmp(o->revoke_topic, o->device_topic) == 0 ||
+        strcmp(o->revoke_topic, o->gateway_status_topic) == 0) {
+        say(err, err_cap,
+            "plugin_opt_revoke_topic '%s' must differ from "
+            "plugin_opt_device_topic and plugin_opt_gateway_status_topic and "
+            "not be under plugin_opt_topic_prefix or "
+            "plugin_opt_gateway_instances_prefix",
+            o->revoke_topic);
         return GW_ECONFIG;
     }
     free(o->down_pattern);

@@ -2,7 +2,8 @@
  * The plugin's settings, from mosquitto.conf's plugin_opt_<name> lines.
  * The names are a contract shared with the docs and the container files:
  * device_key, device_topic, gateway_username, gateway_password,
- * topic_prefix, max_message_bytes, gateway_status_topic.
+ * topic_prefix, max_message_bytes, gateway_status_topic,
+ * gateway_instances_prefix, revoke_topic.
  */
 #ifndef GW_BROKER_OPTIONS_H
 #define GW_BROKER_OPTIONS_H
@@ -17,6 +18,8 @@
 
 #define GW_BROKER_DEFAULT_DEVICE_TOPIC "device-server"
 #define GW_BROKER_DEFAULT_TOPIC_PREFIX "devices"
+/* The gateway's ota.revoke_topic (codec/revocation.h). */
+#define GW_BROKER_DEFAULT_REVOKE_TOPIC "hybridgw/broker/revoke"
 /*
  * Largest device publish payload let through. Firmware messages are a few
  * KiB, the largest an MCP tools/list page the firmware cuts near 8000
@@ -40,6 +43,9 @@ struct gw_broker_options {
     /* cluster.topic_prefix of the gateways: their wills (instance
      * records) may go to <this>/<name> */
     char *gateway_instances_prefix;
+    /* where the gateway account publishes revocations; consumed, never
+     * delivered */
+    char *revoke_topic;
     char *down_pattern; /* "<prefix>/+/down", for gw_topic_capture */
     size_t prefix_len;  /* bytes at topic_prefix */
 };

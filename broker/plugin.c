@@ -1,7 +1,8 @@
 /*
  * hybridgw's Mosquitto 2.0 plugin (v5 API, docs/architecture.md section 2):
- * xiaozhi device auth and ACLs, uplink topic rewrite, direct downlink delivery
- * and retained presence. The decisions live in policy.c and clients.c; this
+ * xiaozhi device auth and ACLs, uplink topic rewrite, direct downlink delivery,
+ * retained presence and the gateway's revocations (unbound devices refused
+ * and kicked). The decisions live in policy.c, clients.c and revoked.c; this
  * file only wires them to the broker's events.
  *
  * Mosquitto 2.0.11 has no connect event: a device is announced online from
@@ -23,6 +24,8 @@
 #include "broker/clients.h"
 #include "broker/options.h"
 #include "broker/policy.h"
+#include "broker/revoked.h"
+#include "codec/revocation.h"
 
 /* Built with -fvisibility=hidden: only the entry points are exported. */
 #define GW_EXPORT __attribute__((visibility("default")))
@@ -44,8 +47,15 @@ struct plugin {
     mosquitto_plugin_id_t *pid;
     struct gw_broker_options opts;
     struct gw_broker_clients *clients;
-    uint64_t oversized; /* device publishes refused for size, in all */
-    uint64_t retained;  /* device publishes whose retain was cleared */
+    struct gw_broker_revoked *revoked;
+    uint64_t oversized;        /* device publishes refused for size, in all */
+    uint64_t retained;         /* device publishes whose retain was cleared */
+    uint64_t refused_revoked;  /* CONNECTs with revoked credentials */
+    uint64_t refused_reserved; /* device ids in the gateways' group */
+    uint64_t revocations;      /* revocation messages taken */
+    uint64_t revocations_bad;  /* ... refused as malformed */
+    uint64_t revoked_dropped;  /* entries lost to a full table */
+    uint64_t kicked;           /* connections ended by a revocation */
     /* The connection whose disconnect event came last, for its will's
      * ACL check, which follows at once; cleared by any other event. */
     const void *departed;
@@ -142,18 +152,34 @@ static int on_basic_auth(int event, void *event_data, void *userdata)
     (void)event;
 
     p->departed = NULL;
-    enum gw_broker_auth a =
-        gw_broker_auth_check(&p->opts, id, ed->username, ed->password);
+    uint64_t binding;
+    enum gw_broker_auth a = gw_broker_auth_check(
+        &p->opts, p->revoked, id, ed->username, ed->password, &binding);
     enum gw_broker_role role = gw_broker_auth_role(a);
     if (role == GW_BROKER_ROLE_NONE) {
-        mosquitto_log_printf(
-            MOSQ_LOG_NOTICE, LOG_PREFIX "refused client '%s' from %s: %s",
-            printable(id, idbuf), address != NULL ? address : "?",
-            gw_broker_auth_text(a));
+        /* An unbound device retries without end: those two are counted,
+         * and logged for the 1st, 2nd, 4th, 8th... */
+        uint64_t *count = a == GW_BROKER_AUTH_REVOKED ? &p->refused_revoked
+                          : a == GW_BROKER_AUTH_RESERVED_GROUP
+                              ? &p->refused_reserved
+                              : NULL;
+        if (count == NULL) {
+            mosquitto_log_printf(
+                MOSQ_LOG_NOTICE, LOG_PREFIX "refused client '%s' from %s: %s",
+                printable(id, idbuf), address != NULL ? address : "?",
+                gw_broker_auth_text(a));
+        } else {
+            ++*count;
+            mosquitto_log_printf(
+                flood_level(*count),
+                LOG_PREFIX "refused client '%s' from %s: %s (%llu in all)",
+                printable(id, idbuf), address != NULL ? address : "?",
+                gw_broker_auth_text(a), (unsigned long long)*count);
+        }
         return MOSQ_ERR_AUTH;
     }
-    if (gw_broker_clients_add(p->clients, ed->client, role, id, address, &ev) !=
-        0) {
+    if (gw_broker_clients_add(p->clients, ed->client, role, id, address,
+                              binding, &ev) != 0) {
         mosquitto_log_printf(MOSQ_LOG_ERR,
                              LOG_PREFIX "refused client '%s': out of memory",
                              printable(id, idbuf));
@@ -258,6 +284,71 @@ static bool device_publish_ok(struct plugin *p, struct gw_broker_conn_info *c,
     return true;
 }
 
+/* One entry of a revocation: raise, then end the connection it unbinds. */
+static int revoke_entry(void *arg, const char *client_id, uint64_t below)
+{
+    struct plugin *p = arg;
+    char idbuf[LOGGED_TEXT_MAX + 4];
+    int rc = gw_broker_revoked_raise(p->revoked, client_id, below);
+
+    if (rc < 0) {
+        p->revoked_dropped++;
+        mosquitto_log_printf(
+            flood_level(p->revoked_dropped) == MOSQ_LOG_NOTICE ? MOSQ_LOG_ERR
+                                                               : MOSQ_LOG_DEBUG,
+            LOG_PREFIX "revocation of '%s' not kept: %s (%u client ids held, "
+                       "%llu lost in all)",
+            printable(client_id, idbuf),
+            rc == GW_ELIMIT ? "table full" : "out of memory",
+            gw_broker_revoked_count(p->revoked),
+            (unsigned long long)p->revoked_dropped);
+    }
+    /* Kicked even when the table could not keep it: this connection at
+     * least ends. The broker's disconnect event runs inside the kick. */
+    if (gw_broker_clients_current_below(p->clients, client_id, below) &&
+        mosquitto_kick_client_by_clientid(client_id, false) ==
+            MOSQ_ERR_SUCCESS) {
+        p->kicked++;
+        mosquitto_log_printf(MOSQ_LOG_NOTICE,
+                             LOG_PREFIX "device '%s' kicked: credentials "
+                                        "revoked (binding id below %llu; %llu "
+                                        "in all)",
+                             printable(client_id, idbuf),
+                             (unsigned long long)below,
+                             (unsigned long long)p->kicked);
+    }
+    return 0;
+}
+
+/* The gateway's {"revoke":...}: applied, and never delivered to anyone. */
+static int take_revocation(struct plugin *p, struct gw_broker_conn_info *c,
+                           const struct mosquitto_evt_message *ed)
+{
+    char idbuf[LOGGED_TEXT_MAX + 4];
+    uint64_t kicked = p->kicked;
+    int n = gw_revocation_parse(ed->payload, ed->payloadlen, revoke_entry, p);
+
+    if (n < 0) {
+        p->revocations_bad++;
+        mosquitto_log_printf(MOSQ_LOG_WARNING,
+                             LOG_PREFIX "revocation from '%s' refused: %s "
+                                        "(%llu in all)",
+                             printable(c->client_id, idbuf), gw_strerror(n),
+                             (unsigned long long)p->revocations_bad);
+        return MOSQ_ERR_ACL_DENIED;
+    }
+    p->revocations++;
+    mosquitto_log_printf(MOSQ_LOG_NOTICE,
+                         LOG_PREFIX "revocation from '%s': %d entries, %llu "
+                                    "kicked (%u client ids held; %llu "
+                                    "revocations in all)",
+                         printable(c->client_id, idbuf), n,
+                         (unsigned long long)(p->kicked - kicked),
+                         gw_broker_revoked_count(p->revoked),
+                         (unsigned long long)p->revocations);
+    return MOSQ_ERR_ACL_DENIED;
+}
+
 static int on_message(int event, void *event_data, void *userdata)
 {
     struct mosquitto_evt_message *ed = event_data;
@@ -296,6 +387,8 @@ static int on_message(int event, void *event_data, void *userdata)
                                  printable(out, idbuf), mosquitto_strerror(rc));
         }
         return MOSQ_ERR_ACL_DENIED;
+    case GW_BROKER_ROUTE_REVOKE:
+        return take_revocation(p, c, ed);
     case GW_BROKER_ROUTE_DROP:
         break;
     }
@@ -358,6 +451,7 @@ static void plugin_free(struct plugin *p, size_t registered)
                                       callbacks[i].cb, NULL);
     }
     gw_broker_clients_destroy(p->clients);
+    gw_broker_revoked_destroy(p->revoked);
     gw_broker_options_free(&p->opts);
     free(p);
 }
@@ -406,7 +500,8 @@ GW_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier,
     }
     p->pid = identifier;
     if (load_options(p, options, option_count) != 0 ||
-        gw_broker_clients_create(&p->clients) != 0) {
+        gw_broker_clients_create(&p->clients) != 0 ||
+        gw_broker_revoked_create(&p->revoked) != 0) {
         plugin_free(p, 0);
         return MOSQ_ERR_INVAL;
     }
@@ -427,9 +522,10 @@ GW_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier,
     mosquitto_log_printf(MOSQ_LOG_INFO,
                          LOG_PREFIX "devices publish on '%s', per-device "
                                     "topics '%s/<client_id>/up|down|presence', "
-                                    "at most %lu bytes",
+                                    "at most %lu bytes; revocations on '%s'",
                          p->opts.device_topic, p->opts.topic_prefix,
-                         (unsigned long)p->opts.max_message_bytes);
+                         (unsigned long)p->opts.max_message_bytes,
+                         p->opts.revoke_topic);
     *userdata = p;
     return MOSQ_ERR_SUCCESS;
 }

@@ -9,8 +9,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "codec/client_id.h"
+#include "codec/device_username.h"
 #include "codec/topic.h"
 #include "crypto/credential.h"
 
@@ -32,14 +34,46 @@ static enum gw_broker_auth gateway_auth(const struct gw_broker_options *o,
     return GW_BROKER_AUTH_GATEWAY;
 }
 
-enum gw_broker_auth gw_broker_auth_check(const struct gw_broker_options *o,
-                                         const char *client_id,
-                                         const char *username,
-                                         const char *password)
+/* A group the gateways' own client ids may start with ("hybridgw-1"). */
+static bool reserved_group(const struct gw_client_id *id)
+{
+    return id->group_len >= 8 && strncasecmp(id->group, "hybridgw", 8) == 0;
+}
+
+/* The password held: the username's binding id against the revocation. */
+static enum gw_broker_auth device_binding(const struct gw_broker_revoked *r,
+                                          const char *client_id,
+                                          const char *username,
+                                          uint64_t *binding)
+{
+    uint64_t id, below;
+
+    if (gw_device_username_binding(username, text_len(username), &id) != 0) {
+        return GW_BROKER_AUTH_BAD_BINDING;
+    }
+    /* 0 (no "b": lab credentials) is below every revocation. */
+    below = gw_broker_revoked_below(r, client_id);
+    if (id < below) {
+        return GW_BROKER_AUTH_REVOKED;
+    }
+    *binding = id;
+    return GW_BROKER_AUTH_DEVICE;
+}
+
+enum gw_broker_auth
+gw_broker_auth_check(const struct gw_broker_options *o,
+                     const struct gw_broker_revoked *revoked,
+                     const char *client_id, const char *username,
+                     const char *password, uint64_t *binding)
 {
     struct gw_client_id id;
     size_t id_len = text_len(client_id);
+    uint64_t unused;
 
+    if (binding == NULL) {
+        binding = &unused;
+    }
+    *binding = 0;
     if (username != NULL &&
         gw_credential_equal(o->gateway_username, strlen(o->gateway_username),
                             username, strlen(username))) {
@@ -54,6 +88,9 @@ enum gw_broker_auth gw_broker_auth_check(const struct gw_broker_options *o,
     if (rc != 0) {
         return GW_BROKER_AUTH_UNUSABLE_ID; /* empty, too long, not a level */
     }
+    if (reserved_group(&id)) {
+        return GW_BROKER_AUTH_RESERVED_GROUP;
+    }
     if (password == NULL) {
         return GW_BROKER_AUTH_NO_PASSWORD;
     }
@@ -63,7 +100,10 @@ enum gw_broker_auth gw_broker_auth_check(const struct gw_broker_options *o,
     if (rc == GW_EAUTH) {
         return GW_BROKER_AUTH_BAD_PASSWORD;
     }
-    return rc == 0 ? GW_BROKER_AUTH_DEVICE : GW_BROKER_AUTH_FAILED;
+    if (rc != 0) {
+        return GW_BROKER_AUTH_FAILED;
+    }
+    return device_binding(revoked, client_id, username, binding);
 }
 
 enum gw_broker_role gw_broker_auth_role(enum gw_broker_auth a)
@@ -98,6 +138,12 @@ const char *gw_broker_auth_text(enum gw_broker_auth a)
         return "not a device client id (GROUP@@@MAC@@@UUID or GROUP@@@MAC)";
     case GW_BROKER_AUTH_FAILED:
         return "password check failed (crypto library)";
+    case GW_BROKER_AUTH_RESERVED_GROUP:
+        return "client id group reserved for gateways";
+    case GW_BROKER_AUTH_BAD_BINDING:
+        return "malformed binding id in the username";
+    case GW_BROKER_AUTH_REVOKED:
+        return "credentials revoked (unbound)";
     }
     return "unknown";
 }
@@ -179,6 +225,9 @@ enum gw_broker_route gw_broker_route_publish(const struct gw_broker_options *o,
     }
     if (role != GW_BROKER_ROLE_GATEWAY) {
         return GW_BROKER_ROUTE_PASS;
+    }
+    if (strcmp(topic, o->revoke_topic) == 0) {
+        return GW_BROKER_ROUTE_REVOKE;
     }
     const char *target;
     size_t target_len;

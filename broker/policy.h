@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "broker/options.h"
+#include "broker/revoked.h"
 #include "common/error.h"
 
 enum gw_broker_role {
@@ -26,9 +27,12 @@ enum gw_broker_auth {
     GW_BROKER_AUTH_NO_PASSWORD,
     GW_BROKER_AUTH_BAD_PASSWORD,
     GW_BROKER_AUTH_BAD_GATEWAY_PASSWORD,
-    GW_BROKER_AUTH_UNUSABLE_ID,   /* cannot be a topic level */
-    GW_BROKER_AUTH_NOT_DEVICE_ID, /* not GROUP@@@MAC or GROUP@@@MAC@@@UUID */
-    GW_BROKER_AUTH_FAILED,        /* the HMAC could not be computed */
+    GW_BROKER_AUTH_UNUSABLE_ID,    /* cannot be a topic level */
+    GW_BROKER_AUTH_NOT_DEVICE_ID,  /* not GROUP@@@MAC or GROUP@@@MAC@@@UUID */
+    GW_BROKER_AUTH_FAILED,         /* the HMAC could not be computed */
+    GW_BROKER_AUTH_RESERVED_GROUP, /* a device id in the gateways' group */
+    GW_BROKER_AUTH_BAD_BINDING,    /* a username's "b" that is no id */
+    GW_BROKER_AUTH_REVOKED,        /* binding id below its id's revocation */
 };
 
 /* The same values as mosquitto's MOSQ_ACL_* (the plugin asserts it). */
@@ -43,19 +47,26 @@ enum gw_broker_route {
     GW_BROKER_ROUTE_REWRITE, /* route it on the topic written to out */
     GW_BROKER_ROUTE_DIRECT,  /* deliver to the client id written to out only */
     GW_BROKER_ROUTE_DROP,    /* a downlink no device can receive */
+    GW_BROKER_ROUTE_REVOKE,  /* the gateway's revocations: consume it */
 };
 
 /*
  * Decides a CONNECT. The gateway account is recognised by its username
  * alone, so a wrong gateway password never falls through to the device
  * rules. Anyone else must present a device client id that can be a topic
- * level and the xiaozhi password of (client_id, username); a missing
- * username counts as "". Both secrets are compared in constant time.
+ * level, whose group does not start with "hybridgw" (any case: the
+ * gateways' prefix), and the xiaozhi password of (client_id, username); a
+ * missing username counts as "". Both secrets are compared in constant
+ * time. Once the password holds, the username's binding id
+ * (gw_device_username_binding; 0 for none) must not be below the id's
+ * revocation in revoked (NULL: none); it goes to *binding (may be NULL)
+ * for an accepted device, 0 otherwise.
  */
-enum gw_broker_auth gw_broker_auth_check(const struct gw_broker_options *o,
-                                         const char *client_id,
-                                         const char *username,
-                                         const char *password);
+enum gw_broker_auth
+gw_broker_auth_check(const struct gw_broker_options *o,
+                     const struct gw_broker_revoked *revoked,
+                     const char *client_id, const char *username,
+                     const char *password, uint64_t *binding);
 
 /* The role an accepted auth gives, GW_BROKER_ROLE_NONE for a refusal. */
 enum gw_broker_role gw_broker_auth_role(enum gw_broker_auth a);
@@ -66,7 +77,8 @@ const char *gw_broker_auth_text(enum gw_broker_auth a);
 /*
  * One ACL question (access is a single GW_BROKER_ACCESS_* value). A device
  * may write the device topic and <prefix>/<id>/up, read and subscribe to
- * <prefix>/<id>/down only, and always unsubscribe. The gateway account may
+ * <prefix>/<id>/down only, and always unsubscribe (so never the revoke
+ * topic, which the options keep apart from those). The gateway account may
  * do anything; a client without a role nothing.
  */
 bool gw_broker_acl_allows(const struct gw_broker_options *o,
@@ -87,7 +99,8 @@ bool gw_broker_will_allows(const struct gw_broker_options *o,
 /*
  * Routes a publish of client_id (with role) on topic. REWRITE writes the
  * new topic to out, DIRECT the destination client id; out holds
- * GW_BROKER_TOPIC_MAX + 1 bytes.
+ * GW_BROKER_TOPIC_MAX + 1 bytes. REVOKE: the gateway account's publish on
+ * plugin_opt_revoke_topic, for the plugin to read and never deliver.
  */
 enum gw_broker_route gw_broker_route_publish(const struct gw_broker_options *o,
                                              enum gw_broker_role role,

@@ -12,9 +12,9 @@
 
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "codec/client_id.h"
+#include "codec/device_username.h"
 #include "common/log.h"
 #include "crypto/credential.h"
 #include "gateway/api/http_api_int.h"
@@ -23,8 +23,6 @@
 #define SUBJECT "ota"
 #define JSON    "application/json"
 #define BOARD   "{board}"
-/* base64 of {"ip":"<45-char IPv6>"}: 4 * ceil(53 / 3) + NUL. */
-#define USERNAME_CAP 80
 
 const char *gw__api_ota_result_name(enum gw_ota_result r)
 {
@@ -77,23 +75,6 @@ static int make_client_id(const char *group, const struct gw_ota_request *r,
     return 0;
 }
 
-/* base64 of {"ip":"<peer>"}, as the xiaozhi manager makes it. */
-static int make_username(const char *peer, char out[USERNAME_CAP])
-{
-    char json[64];
-    int n;
-
-    if (strncmp(peer, "::ffff:", 7) == 0 && strchr(peer + 7, '.') != NULL) {
-        peer += 7; /* an IPv4 client on a dual-stack socket */
-    }
-    n = snprintf(json, sizeof(json), "{\"ip\":\"%s\"}", peer);
-    if (n < 0 || (size_t)n >= sizeof(json)) {
-        return GW_EINVAL;
-    }
-    EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)json, n);
-    return 0;
-}
-
 /* devices/{client_id}/down for a device that subscribes (firmware before
  * 1.0.1); the plugin delivers there whether or not it does. */
 static char *make_down_topic(const char *tmpl, const char *client_id)
@@ -140,7 +121,7 @@ int gw_ota_answer(const struct gw_config *cfg, const struct gw_ota_request *r,
                   const char *peer, int64_t now_ms, char **out, char *client_id)
 {
     char id[GW_CLIENT_ID_MAX + 1];
-    char username[USERNAME_CAP];
+    char username[GW_DEVICE_USERNAME_MAX + 1];
     char password[GW_CREDENTIAL_PASSWORD_LEN + 1];
     const char *key = cfg->ota.device_key;
     char *down = NULL, *text = NULL;
@@ -149,7 +130,8 @@ int gw_ota_answer(const struct gw_config *cfg, const struct gw_ota_request *r,
 
     *out = NULL;
     if ((rc = make_client_id(cfg->ota.group, r, id)) != 0 ||
-        (rc = make_username(peer, username)) != 0 ||
+        (rc = gw_device_username_make(peer, 0, username, sizeof(username))) <
+            0 ||
         (rc = gw_credential_password_make(key, strlen(key), id, strlen(id),
                                           username, strlen(username), password,
                                           sizeof(password))) != 0) {

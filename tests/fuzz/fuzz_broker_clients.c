@@ -5,8 +5,9 @@
  * matches, and each presence event is the one the rules call for (online
  * with a fresh number for a new or promoted current connection, offline
  * with the ended one's number when a device's last connection goes,
- * nothing otherwise).
- * Input: 3 bytes per step: op/role/address, context, client id.
+ * nothing otherwise), and a revocation's question (is the current
+ * connection's binding id below?) gets the model's answer.
+ * Input: 3 bytes per step: op/role/address/binding, context, client id.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -45,6 +46,7 @@ struct model_conn {
     uint64_t serial; /* of its latest online announcement */
     uint64_t stamp;  /* when added: the newest live one is current */
     int addr;        /* index into addresses, -1 for none */
+    uint64_t binding;
 };
 
 static struct model_conn conns[N_CTX];
@@ -136,6 +138,7 @@ static void check_all(struct gw_broker_clients *t)
             live++;
             CHECK(c->role == conns[i].role);
             CHECK(strcmp(c->client_id, ids[conns[i].id]) == 0);
+            CHECK(c->binding == conns[i].binding);
         }
     }
     CHECK(gw_broker_clients_count(t) == live);
@@ -155,8 +158,10 @@ static void step(struct gw_broker_clients *t, uint8_t op, uint8_t ctx,
             GW_BROKER_ROLE_GATEWAY, GW_BROKER_ROLE_NONE};
         enum gw_broker_role role = roles[(op >> 2) & 3];
         int addr = (int)((op >> 4) % 4) - 1;
+        uint64_t binding = op >> 6;
         int rc = gw_broker_clients_add(t, &contexts[i], role, ids[id],
-                                       addr < 0 ? NULL : addresses[addr], &ev);
+                                       addr < 0 ? NULL : addresses[addr],
+                                       binding, &ev);
         if (role == GW_BROKER_ROLE_NONE) {
             CHECK(rc == GW_EINVAL && !ev.publish);
             break;
@@ -175,7 +180,8 @@ static void step(struct gw_broker_clients *t, uint8_t op, uint8_t ctx,
                                        .role = role,
                                        .id = id,
                                        .stamp = ++stamp,
-                                       .addr = addr};
+                                       .addr = addr,
+                                       .binding = binding};
         if (role == GW_BROKER_ROLE_DEVICE) {
             expect_online(&ev, i);
         } else {
@@ -187,8 +193,14 @@ static void step(struct gw_broker_clients *t, uint8_t op, uint8_t ctx,
         gw_broker_clients_remove(t, &contexts[i], &ev);
         model_remove(i, &ev);
         break;
-    default:
-        break; /* a lookup: check_all does it */
+    default: {
+        /* A revocation's question: is the current connection below? */
+        uint64_t below = (op >> 2) & 7;
+        int cur = current_of(id);
+        CHECK(gw_broker_clients_current_below(t, ids[id], below) ==
+              (cur >= 0 && conns[cur].binding < below));
+        break; /* and a lookup: check_all does it */
+    }
     }
     check_all(t);
 }

@@ -1,18 +1,21 @@
 /*
  * The broker plugin's rules on arbitrary client ids, topics and
  * credentials: a device is only ever granted its own topics, rewrites and
- * downlinks name the right ones, and a presence payload is always JSON
- * that carries the address back unchanged.
+ * downlinks name the right ones, no device id in the gateways' group gets
+ * in, an accepted device is refused once its binding id is revoked, and a
+ * presence payload is always JSON that carries the address back unchanged.
  * Input: client_id NUL topic NUL username NUL password.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cjson/cJSON.h>
 
 #include "broker/policy.h"
+#include "broker/revoked.h"
 #include "codec/client_id.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -134,6 +137,36 @@ static void check_presence(const char *address)
     cJSON_Delete(root);
 }
 
+/* An accepted device is refused once its binding id is revoked, and
+ * accepted again by a revocation that leaves it. */
+static void check_revoked(const char *id, const char *user, const char *pw,
+                          uint64_t binding)
+{
+    struct gw_broker_revoked *r;
+    uint64_t b2;
+
+    if (gw_broker_revoked_create(&r) != 0) {
+        return;
+    }
+    if (gw_broker_revoked_raise(r, id, binding + 1) != 1 ||
+        gw_broker_auth_check(&opts, r, id, user, pw, &b2) !=
+            GW_BROKER_AUTH_REVOKED ||
+        b2 != 0) {
+        abort();
+    }
+    gw_broker_revoked_destroy(r);
+    if (binding == 0 || gw_broker_revoked_create(&r) != 0) {
+        return;
+    }
+    if (gw_broker_revoked_raise(r, id, binding) != 1 ||
+        gw_broker_auth_check(&opts, r, id, user, pw, &b2) !=
+            GW_BROKER_AUTH_DEVICE ||
+        b2 != binding) {
+        abort();
+    }
+    gw_broker_revoked_destroy(r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *buf = malloc(size + 1);
@@ -149,9 +182,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *id = f[0];
     const char *topic = f[1] != NULL ? f[1] : "";
 
-    enum gw_broker_auth a = gw_broker_auth_check(&opts, id, f[2], f[3]);
+    uint64_t binding;
+    enum gw_broker_auth a =
+        gw_broker_auth_check(&opts, NULL, id, f[2], f[3], &binding);
     if (a == GW_BROKER_AUTH_DEVICE &&
-        (f[3] == NULL || !gw_client_id_topic_safe(id, strlen(id)))) {
+        (f[3] == NULL || !gw_client_id_topic_safe(id, strlen(id)) ||
+         strncasecmp(id, "hybridgw", 8) == 0)) {
+        abort();
+    }
+    if (a == GW_BROKER_AUTH_DEVICE) {
+        check_revoked(id, f[2], f[3], binding);
+    } else if (binding != 0) {
         abort();
     }
     if (a == GW_BROKER_AUTH_GATEWAY &&

@@ -53,7 +53,7 @@ static void add_device(struct gw_broker_clients *t, int i, const char *id,
                        const char *address, struct gw_broker_presence *ev)
 {
     assert_int_equal(gw_broker_clients_add(t, &ctx[i], GW_BROKER_ROLE_DEVICE,
-                                           id, address, ev),
+                                           id, address, 0, ev),
                      0);
 }
 
@@ -88,7 +88,7 @@ static void test_gateway(void **state)
     struct gw_broker_presence ev;
 
     assert_int_equal(gw_broker_clients_add(t, &ctx[1], GW_BROKER_ROLE_GATEWAY,
-                                           "hybridgw-1", "10.0.0.9", &ev),
+                                           "hybridgw-1", "10.0.0.9", 0, &ev),
                      0);
     assert_false(ev.publish);
     struct gw_broker_conn_info *c = gw_broker_clients_find(t, &ctx[1]);
@@ -97,7 +97,7 @@ static void test_gateway(void **state)
     assert_string_equal(c->client_id, "hybridgw-1");
     /* Two instances may share the account and even a device-like id. */
     assert_int_equal(gw_broker_clients_add(t, &ctx[2], GW_BROKER_ROLE_GATEWAY,
-                                           "hybridgw-1", "10.0.0.9", &ev),
+                                           "hybridgw-1", "10.0.0.9", 0, &ev),
                      0);
     assert_false(ev.publish);
     gw_broker_clients_remove(t, &ctx[1], &ev);
@@ -189,25 +189,25 @@ static void test_refusals(void **state)
     long_addr[sizeof(long_addr) - 1] = '\0';
 
     assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_NONE, DEV,
-                                           "10.0.0.1", &ev),
+                                           "10.0.0.1", 0, &ev),
                      GW_EINVAL);
     assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_DEVICE,
-                                           NULL, "10.0.0.1", &ev),
+                                           NULL, "10.0.0.1", 0, &ev),
                      GW_EINVAL);
     assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_DEVICE,
-                                           long_id, "10.0.0.1", &ev),
+                                           long_id, "10.0.0.1", 0, &ev),
                      GW_EINVAL);
     assert_false(ev.publish);
     assert_int_equal(gw_broker_clients_count(t), 0);
 
     /* An address too long to be an IP is recorded as unknown. */
     assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_DEVICE,
-                                           DEV, long_addr, &ev),
+                                           DEV, long_addr, 0, &ev),
                      0);
     expect(&ev, true, 1, DEV, "");
     gw_broker_clients_remove(t, &ctx[0], &ev);
     assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_DEVICE,
-                                           DEV, NULL, &ev),
+                                           DEV, NULL, 0, &ev),
                      0);
     expect(&ev, true, 2, DEV, "");
 }
@@ -220,7 +220,7 @@ static void test_context_reused(void **state)
 
     add_device(t, 0, DEV, "10.0.0.1", &ev);
     assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_GATEWAY,
-                                           "gw", "10.0.0.1", &ev),
+                                           "gw", "10.0.0.1", 0, &ev),
                      0);
     assert_false(ev.publish);
     assert_int_equal(gw_broker_clients_count(t), 1);
@@ -229,6 +229,35 @@ static void test_context_reused(void **state)
     /* DEV has no connection left: a new one is simply current. */
     add_device(t, 1, DEV, "10.0.0.3", &ev);
     expect(&ev, true, 2, DEV, "10.0.0.3");
+}
+
+/* A revocation ends the current connection of an id only if its
+ * credentials' binding id is below. */
+static void test_current_below(void **state)
+{
+    struct gw_broker_clients *t = *state;
+    struct gw_broker_presence ev;
+
+    assert_false(gw_broker_clients_current_below(t, DEV, 6));
+    assert_int_equal(gw_broker_clients_add(t, &ctx[0], GW_BROKER_ROLE_DEVICE,
+                                           DEV, "10.0.0.1", 5, &ev),
+                     0);
+    assert_int_equal(gw_broker_clients_find(t, &ctx[0])->binding, 5);
+    assert_true(gw_broker_clients_current_below(t, DEV, 6));
+    assert_false(gw_broker_clients_current_below(t, DEV, 5));
+    assert_false(gw_broker_clients_current_below(t, DEV2, 6));
+    /* Take-over by credentials of binding 6: that one is current. */
+    assert_int_equal(gw_broker_clients_add(t, &ctx[1], GW_BROKER_ROLE_DEVICE,
+                                           DEV, "10.0.0.1", 6, &ev),
+                     0);
+    assert_false(gw_broker_clients_current_below(t, DEV, 6));
+    assert_true(gw_broker_clients_current_below(t, DEV, 7));
+    /* Gateways are never in the device table. */
+    assert_int_equal(gw_broker_clients_add(t, &ctx[2], GW_BROKER_ROLE_GATEWAY,
+                                           DEV2, "10.0.0.9", 0, &ev),
+                     0);
+    assert_false(gw_broker_clients_current_below(t, DEV2, 6));
+    assert_false(gw_broker_clients_current_below(t, NULL, 6));
 }
 
 /* Destroy frees whatever is still connected (the broker shutting down). */
@@ -243,7 +272,8 @@ static void test_destroy_with_connections(void **state)
         assert_int_equal(gw_broker_clients_add(t, &ctx[i],
                                                i % 2 ? GW_BROKER_ROLE_DEVICE
                                                      : GW_BROKER_ROLE_GATEWAY,
-                                               i < 4 ? DEV : DEV2, "::1", &ev),
+                                               i < 4 ? DEV : DEV2, "::1", 0,
+                                               &ev),
                          0);
     }
     assert_int_equal(gw_broker_clients_count(t), 8);
@@ -264,6 +294,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_context_reused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_current_below, setup, teardown),
         cmocka_unit_test(test_destroy_with_connections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,6 +46,7 @@ static void test_defaults(void **state)
     assert_int_equal(o.prefix_len, 7);
     assert_string_equal(o.down_pattern, "devices/+/down");
     assert_int_equal(o.max_message_bytes, 65536);
+    assert_string_equal(o.revoke_topic, "hybridgw/broker/revoke");
     gw_broker_options_free(&o);
     assert_null(o.device_key);
     assert_null(o.down_pattern);
@@ -134,6 +135,10 @@ static void test_bad_values(void **state)
         {"max_message_bytes", "64k", "byte count"},
         {"max_message_bytes", "268435456", "byte count"},
         {"max_message_bytes", "99999999999999999999", "byte count"},
+        {"revoke_topic", "", "empty"},
+        {"revoke_topic", "gw/+/revoke", "wildcard"},
+        {"revoke_topic", "$SYS/revoke", "'$'"},
+        {"revoke_topic", "gw/revoke/", "end with '/'"},
     };
     (void)state;
 
@@ -196,6 +201,43 @@ static void test_device_topic_outside_prefix(void **state)
     }
 }
 
+/* The revoke topic is consumed: never one that is routed, written by
+ * devices, or a will's. */
+static void test_revoke_topic_apart(void **state)
+{
+    const char *bad[][2] = {
+        {"revoke_topic", "devices"},
+        {"revoke_topic", "devices/x/down"},
+        {"revoke_topic", "device-server"},
+        {"revoke_topic", "hybridgw/instances/gw-a"},
+        {"revoke_topic", "hybridgw/instances"},
+        {"gateway_status_topic", "hybridgw/broker/revoke"},
+    };
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct gw_broker_options o = {0};
+        char err[256] = "";
+        set_required(&o, NULL);
+        assert_int_equal(
+            gw_broker_options_set(&o, bad[i][0], bad[i][1], err, sizeof(err)),
+            0);
+        assert_int_equal(gw_broker_options_check(&o, err, sizeof(err)),
+                         GW_ECONFIG);
+        assert_non_null(strstr(err, "plugin_opt_revoke_topic"));
+        gw_broker_options_free(&o);
+    }
+    struct gw_broker_options o = {0};
+    char err[256] = "";
+    set_required(&o, NULL);
+    assert_int_equal(gw_broker_options_set(&o, "revoke_topic", "site/revoke",
+                                           err, sizeof(err)),
+                     0);
+    assert_int_equal(gw_broker_options_check(&o, err, sizeof(err)), 0);
+    assert_string_equal(o.revoke_topic, "site/revoke");
+    gw_broker_options_free(&o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_max_message_bytes),
         cmocka_unit_test(test_device_topic_outside_prefix),
+        cmocka_unit_test(test_revoke_topic_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

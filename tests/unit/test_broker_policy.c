@@ -10,7 +10,9 @@
 #include <cmocka.h>
 
 #include "broker/policy.h"
+#include "broker/revoked.h"
 #include "codec/client_id.h"
+#include "codec/device_username.h"
 #include "crypto/credential.h"
 
 #define KEY  "k3y"
@@ -55,6 +57,30 @@ static const char *password(const char *key, const char *id, const char *user)
     return out;
 }
 
+/* A CONNECT with nothing revoked. */
+static enum gw_broker_auth auth(const struct gw_broker_options *o,
+                                const char *id, const char *user,
+                                const char *pw)
+{
+    uint64_t binding = 99;
+    enum gw_broker_auth a =
+        gw_broker_auth_check(o, NULL, id, user, pw, &binding);
+
+    if (a != GW_BROKER_AUTH_DEVICE) {
+        assert_int_equal(binding, 0);
+    }
+    return a;
+}
+
+/* The username the OTA endpoint makes for binding b (0: lab). */
+static const char *username(uint64_t b)
+{
+    static char out[GW_DEVICE_USERNAME_MAX + 1];
+
+    assert_true(gw_device_username_make("127.0.0.1", b, out, sizeof(out)) > 0);
+    return out;
+}
+
 static void test_auth(void **state)
 {
     const struct gw_broker_options *o = *state;
@@ -66,41 +92,31 @@ static void test_auth(void **state)
     strcpy(pw, password(KEY, DEV, USER));
 
     /* The gateway account: any client id, username decides. */
-    assert_int_equal(gw_broker_auth_check(o, "hybridgw-1", "gw", "gwpass"),
+    assert_int_equal(auth(o, "hybridgw-1", "gw", "gwpass"),
                      GW_BROKER_AUTH_GATEWAY);
-    assert_int_equal(gw_broker_auth_check(o, "a/b+#", "gw", "gwpass"),
-                     GW_BROKER_AUTH_GATEWAY);
-    assert_int_equal(gw_broker_auth_check(o, "hybridgw-1", "gw", "gwpas"),
+    assert_int_equal(auth(o, "a/b+#", "gw", "gwpass"), GW_BROKER_AUTH_GATEWAY);
+    assert_int_equal(auth(o, "hybridgw-1", "gw", "gwpas"),
                      GW_BROKER_AUTH_BAD_GATEWAY_PASSWORD);
-    assert_int_equal(gw_broker_auth_check(o, "hybridgw-1", "gw", NULL),
+    assert_int_equal(auth(o, "hybridgw-1", "gw", NULL),
                      GW_BROKER_AUTH_NO_PASSWORD);
     /* A device password never opens the gateway account. */
-    assert_int_equal(
-        gw_broker_auth_check(o, DEV, "gw", password(KEY, DEV, "gw")),
-        GW_BROKER_AUTH_BAD_GATEWAY_PASSWORD);
+    assert_int_equal(auth(o, DEV, "gw", password(KEY, DEV, "gw")),
+                     GW_BROKER_AUTH_BAD_GATEWAY_PASSWORD);
 
     /* Devices. */
-    assert_int_equal(gw_broker_auth_check(o, DEV, USER, pw),
+    assert_int_equal(auth(o, DEV, USER, pw), GW_BROKER_AUTH_DEVICE);
+    assert_int_equal(auth(o, OLD, USER, password(KEY, OLD, USER)),
                      GW_BROKER_AUTH_DEVICE);
-    assert_int_equal(
-        gw_broker_auth_check(o, OLD, USER, password(KEY, OLD, USER)),
-        GW_BROKER_AUTH_DEVICE);
-    assert_int_equal(gw_broker_auth_check(o, DEV, NULL, password(KEY, DEV, "")),
+    assert_int_equal(auth(o, DEV, NULL, password(KEY, DEV, "")),
                      GW_BROKER_AUTH_DEVICE);
-    assert_int_equal(gw_broker_auth_check(o, DEV, USER, NULL),
-                     GW_BROKER_AUTH_NO_PASSWORD);
-    assert_int_equal(gw_broker_auth_check(o, DEV, "other", pw),
+    assert_int_equal(auth(o, DEV, USER, NULL), GW_BROKER_AUTH_NO_PASSWORD);
+    assert_int_equal(auth(o, DEV, "other", pw), GW_BROKER_AUTH_BAD_PASSWORD);
+    assert_int_equal(auth(o, DEV2, USER, pw), GW_BROKER_AUTH_BAD_PASSWORD);
+    assert_int_equal(auth(o, DEV, USER, password("other", DEV, USER)),
                      GW_BROKER_AUTH_BAD_PASSWORD);
-    assert_int_equal(gw_broker_auth_check(o, DEV2, USER, pw),
-                     GW_BROKER_AUTH_BAD_PASSWORD);
-    assert_int_equal(
-        gw_broker_auth_check(o, DEV, USER, password("other", DEV, USER)),
-        GW_BROKER_AUTH_BAD_PASSWORD);
-    assert_int_equal(gw_broker_auth_check(o, DEV, USER, ""),
-                     GW_BROKER_AUTH_BAD_PASSWORD);
+    assert_int_equal(auth(o, DEV, USER, ""), GW_BROKER_AUTH_BAD_PASSWORD);
     pw[43] = '\0'; /* one character short */
-    assert_int_equal(gw_broker_auth_check(o, DEV, USER, pw),
-                     GW_BROKER_AUTH_BAD_PASSWORD);
+    assert_int_equal(auth(o, DEV, USER, pw), GW_BROKER_AUTH_BAD_PASSWORD);
 
     /* Ids: refused before the password is even looked at. */
     const char *unusable[] = {"",
@@ -110,18 +126,116 @@ static void test_auth(void **state)
                               long_id,
                               "GID@@@a0_85_e3_f4_49_34@@@u\n"};
     for (size_t i = 0; i < sizeof(unusable) / sizeof(unusable[0]); i++) {
-        assert_int_equal(gw_broker_auth_check(o, unusable[i], USER,
-                                              password(KEY, unusable[i], USER)),
-                         GW_BROKER_AUTH_UNUSABLE_ID);
+        assert_int_equal(
+            auth(o, unusable[i], USER, password(KEY, unusable[i], USER)),
+            GW_BROKER_AUTH_UNUSABLE_ID);
     }
-    assert_int_equal(gw_broker_auth_check(o, NULL, USER, "x"),
-                     GW_BROKER_AUTH_UNUSABLE_ID);
+    assert_int_equal(auth(o, NULL, USER, "x"), GW_BROKER_AUTH_UNUSABLE_ID);
     const char *not_device[] = {"mosq-abc", "GID@@@zz_85_e3_f4_49_34@@@u",
                                 "GID@@@a0_85_e3_f4_49_34@@@", "@@@x"};
     for (size_t i = 0; i < sizeof(not_device) / sizeof(not_device[0]); i++) {
-        assert_int_equal(gw_broker_auth_check(o, not_device[i], USER, NULL),
+        assert_int_equal(auth(o, not_device[i], USER, NULL),
                          GW_BROKER_AUTH_NOT_DEVICE_ID);
     }
+}
+
+/* Device ids in the gateways' group are refused, any case, before the
+ * password; a group that merely contains the word is not. */
+static void test_auth_reserved_group(void **state)
+{
+    const struct gw_broker_options *o = *state;
+    const char *reserved[] = {"hybridgw@@@a0_85_e3_f4_49_34@@@u",
+                              "HybridGW-x@@@a0_85_e3_f4_49_34@@@u",
+                              "HYBRIDGW_lab@@@a0_85_e3_f4_49_34"};
+    const char *fine[] = {"hybridg@@@a0_85_e3_f4_49_34@@@u",
+                          "my-hybridgw@@@a0_85_e3_f4_49_34@@@u"};
+
+    for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++) {
+        assert_int_equal(
+            auth(o, reserved[i], USER, password(KEY, reserved[i], USER)),
+            GW_BROKER_AUTH_RESERVED_GROUP);
+        assert_int_equal(auth(o, reserved[i], USER, NULL),
+                         GW_BROKER_AUTH_RESERVED_GROUP);
+    }
+    for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+        assert_int_equal(auth(o, fine[i], USER, password(KEY, fine[i], USER)),
+                         GW_BROKER_AUTH_DEVICE);
+    }
+    /* The gateway account keeps any client id. */
+    assert_int_equal(
+        auth(o, "hybridgw@@@a0_85_e3_f4_49_34@@@u", "gw", "gwpass"),
+        GW_BROKER_AUTH_GATEWAY);
+    assert_string_equal(gw_broker_auth_text(GW_BROKER_AUTH_RESERVED_GROUP),
+                        "client id group reserved for gateways");
+}
+
+/* Binding ids against revocations: below the id's "below" is refused. */
+static void test_auth_revoked(void **state)
+{
+    const struct gw_broker_options *o = *state;
+    struct gw_broker_revoked *r;
+    uint64_t binding;
+    char u5[GW_DEVICE_USERNAME_MAX + 1], u6[GW_DEVICE_USERNAME_MAX + 1];
+    char pw5[GW_CREDENTIAL_PASSWORD_LEN + 1],
+        pw6[GW_CREDENTIAL_PASSWORD_LEN + 1];
+    char pw0[GW_CREDENTIAL_PASSWORD_LEN + 1];
+
+    strcpy(u5, username(5));
+    strcpy(u6, username(6));
+    strcpy(pw5, password(KEY, DEV, u5));
+    strcpy(pw6, password(KEY, DEV, u6));
+    strcpy(pw0, password(KEY, DEV, USER));
+    assert_int_equal(gw_broker_revoked_create(&r), 0);
+
+    /* Nothing revoked: every good password passes, with its binding id. */
+    assert_int_equal(gw_broker_auth_check(o, r, DEV, u5, pw5, &binding),
+                     GW_BROKER_AUTH_DEVICE);
+    assert_int_equal(binding, 5);
+    assert_int_equal(gw_broker_auth_check(o, r, DEV, USER, pw0, &binding),
+                     GW_BROKER_AUTH_DEVICE);
+    assert_int_equal(binding, 0);
+
+    /* Unbinding 5 records below 6. */
+    assert_int_equal(gw_broker_revoked_raise(r, DEV, 6), 1);
+    const struct {
+        const char *user, *pw;
+        enum gw_broker_auth want;
+        uint64_t binding;
+    } cases[] = {
+        {u5, pw5, GW_BROKER_AUTH_REVOKED, 0},
+        {u6, pw6, GW_BROKER_AUTH_DEVICE, 6},
+        {USER, pw0, GW_BROKER_AUTH_REVOKED, 0},    /* lab: no "b" is 0 */
+        {u5, pw6, GW_BROKER_AUTH_BAD_PASSWORD, 0}, /* "b" is signed */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        binding = 99;
+        assert_int_equal(gw_broker_auth_check(o, r, DEV, cases[i].user,
+                                              cases[i].pw, &binding),
+                         cases[i].want);
+        assert_int_equal(binding, cases[i].binding);
+    }
+    /* Another id is not touched; the gateway account never. */
+    assert_int_equal(
+        gw_broker_auth_check(o, r, DEV2, u5, password(KEY, DEV2, u5), &binding),
+        GW_BROKER_AUTH_DEVICE);
+    assert_int_equal(gw_broker_auth_check(o, r, DEV, "gw", "gwpass", NULL),
+                     GW_BROKER_AUTH_GATEWAY);
+
+    /* A "b" that is no id, in a username the key signed, is refused. */
+    const char *bad_b[] = {
+        "eyJpcCI6IjEyNy4wLjAuMSIsImIiOiI1In0=", /* {"ip":..,"b":"5"} */
+        "eyJpcCI6IjEyNy4wLjAuMSIsImIiOjB9",     /* "b":0 */
+        "eyJiIjo1LCJiIjo2fQ==",                 /* "b":5,"b":6 */
+    };
+    for (size_t i = 0; i < sizeof(bad_b) / sizeof(bad_b[0]); i++) {
+        assert_int_equal(gw_broker_auth_check(o, r, DEV2, bad_b[i],
+                                              password(KEY, DEV2, bad_b[i]),
+                                              &binding),
+                         GW_BROKER_AUTH_BAD_BINDING);
+    }
+    assert_string_equal(gw_broker_auth_text(GW_BROKER_AUTH_REVOKED),
+                        "credentials revoked (unbound)");
+    gw_broker_revoked_destroy(r);
 }
 
 static void test_auth_role_and_text(void **state)
@@ -131,7 +245,7 @@ static void test_auth_role_and_text(void **state)
                      GW_BROKER_ROLE_GATEWAY);
     assert_int_equal(gw_broker_auth_role(GW_BROKER_AUTH_DEVICE),
                      GW_BROKER_ROLE_DEVICE);
-    for (int a = GW_BROKER_AUTH_NO_PASSWORD; a <= GW_BROKER_AUTH_FAILED; a++) {
+    for (int a = GW_BROKER_AUTH_NO_PASSWORD; a <= GW_BROKER_AUTH_REVOKED; a++) {
         assert_int_equal(gw_broker_auth_role(a), GW_BROKER_ROLE_NONE);
         assert_non_null(gw_broker_auth_text(a));
     }
@@ -387,6 +501,20 @@ static void test_route(void **state)
     assert_int_equal(
         gw_broker_route_publish(o, D, DEV, "device-server", out, 10),
         GW_BROKER_ROUTE_PASS);
+    /* Revocations: the gateway's are consumed; nobody else may write there. */
+    const char *rt = "hybridgw/broker/revoke";
+    assert_int_equal(gw_broker_route_publish(o, G, "gw", rt, out, sizeof(out)),
+                     GW_BROKER_ROUTE_REVOKE);
+    assert_int_equal(gw_broker_route_publish(o, G, "gw",
+                                             "hybridgw/broker/revoke/x", out,
+                                             sizeof(out)),
+                     GW_BROKER_ROUTE_PASS);
+    assert_int_equal(gw_broker_route_publish(o, D, DEV, rt, out, sizeof(out)),
+                     GW_BROKER_ROUTE_PASS);
+    for (int access = 1; access <= 4; access <<= 1) {
+        assert_false(gw_broker_acl_allows(o, D, DEV, access, rt));
+        assert_false(gw_broker_acl_allows(o, N, DEV, access, rt));
+    }
 }
 
 static void test_topic_make(void **state)
@@ -436,6 +564,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_auth_reserved_group),
+        cmocka_unit_test(test_auth_revoked),
         cmocka_unit_test(test_auth_role_and_text),
         cmocka_unit_test(test_acl_table),
         cmocka_unit_test(test_acl_custom_topics),
