@@ -100,8 +100,10 @@ int gw_device_username_make(const char *peer, uint64_t binding_id, char *out,
     }
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)peer[i];
-        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
-            return GW_EINVAL; /* never in an address; would need escaping */
+        /* Addresses are ASCII; anything else would need escaping or
+         * would not read back as UTF-8. */
+        if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') {
+            return GW_EINVAL;
         }
     }
     if (binding_id == 0) {

@@ -25,7 +25,8 @@
  * binding_id (0: none, the lab form without "b") and a NUL to out (cap
  * bytes; GW_DEVICE_USERNAME_MAX + 1 always suffice). Returns the length
  * written, GW_EINVAL (peer NULL, longer than GW_DEVICE_USERNAME_PEER_MAX,
- * holding '"', '\' or a control character, or binding_id over
+ * holding '"', '\', a control character or a byte outside ASCII, or
+ * binding_id over
  * GW_DEVICE_USERNAME_BINDING_MAX) or GW_ENOSPC.
  */
 GW_MUST_CHECK int gw_device_username_make(const char *peer, uint64_t binding_id,

@@ -60,7 +60,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int bad = len > GW_DEVICE_USERNAME_PEER_MAX + 7 ||
                   strpbrk(text, "\"\\") != NULL;
         for (size_t i = 0; i < len && !bad; i++) {
-            bad = (unsigned char)text[i] < 0x20 || text[i] == 0x7f;
+            bad =
+                (unsigned char)text[i] < 0x20 || (unsigned char)text[i] > 0x7e;
         }
         if (rc != GW_EINVAL || (!bad && len <= GW_DEVICE_USERNAME_PEER_MAX)) {
             abort();

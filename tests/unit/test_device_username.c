@@ -59,6 +59,8 @@ static void test_make(void **state)
                      GW_EINVAL);
     assert_int_equal(gw_device_username_make("a\nb", 0, out, sizeof(out)),
                      GW_EINVAL);
+    assert_int_equal(gw_device_username_make("fe\xb8::1", 7, out, sizeof(out)),
+                     GW_EINVAL);
     assert_int_equal(gw_device_username_make("1.2.3.4", 9007199254740993ULL,
                                              out, sizeof(out)),
                      GW_EINVAL);
