@@ -143,6 +143,7 @@ struct gw_config {
         char *username;
         char *password;
         int keepalive_s;
+        int max_packet_bytes; /* the broker's max_packet_size */
         struct {
             bool enabled;
             char *ca_file;

@@ -113,6 +113,10 @@ static const struct gw_config_key mqtt_keys[] = {
     KEY_STR("username", MQ(username), GW_CF_RESTART, "", NULL),
     KEY_STR("password", MQ(password), GW_CF_RESTART | GW_CF_SECRET, "", NULL),
     KEY_INT("keepalive", MQ(keepalive_s), GW_CF_RESTART, 60, 5, 65535),
+    /* The broker's max_packet_size (the shipped configs' value): no
+     * publish of the gateway may be larger, or the broker cuts it off. */
+    KEY_INT("max_packet_bytes", MQ(max_packet_bytes), GW_CF_RESTART, 66560,
+            16384, 268435455),
     KEY_OBJ("tls", MQ(tls), &tls_table),
     KEY_STR("up_topic", MQ(up_topic), GW_CF_RESTART, "devices/+/up",
             gw__config_check_level_topic),

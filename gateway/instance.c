@@ -172,11 +172,12 @@ static void cluster_load(void *arg, unsigned *sessions, unsigned *devices)
     *devices = (unsigned)gw_device_table_online(&inst->devices);
 }
 
-static void on_peer_message(void *arg, const uint8_t *payload, size_t len)
+static void on_peer_message(void *arg, const char *sender,
+                            const uint8_t *payload, size_t len)
 {
     struct gw_instance *inst = arg;
 
-    gw_cluster_rpc_on_message(inst->crpc, payload, len);
+    gw_cluster_rpc_on_message(inst->crpc, sender, payload, len);
 }
 
 static void on_peer_joined(void *arg, const char *name)

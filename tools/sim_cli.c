@@ -47,6 +47,7 @@ enum {
     O_NO_DECODE,
     O_NO_REPLY,
     O_MCP_TOOLS,
+    O_MCP_TOOL_BYTES,
     O_MCP_SILENT,
     O_MCP_ECHO,
     O_MCP_DELAY,
@@ -100,6 +101,7 @@ static const struct option cli_options[] = {
     {"no-decode", no_argument, NULL, O_NO_DECODE},
     {"no-reply", no_argument, NULL, O_NO_REPLY},
     {"mcp-extra-tools", required_argument, NULL, O_MCP_TOOLS},
+    {"mcp-tool-bytes", required_argument, NULL, O_MCP_TOOL_BYTES},
     {"mcp-silent", no_argument, NULL, O_MCP_SILENT},
     {"mcp-echo-tool", no_argument, NULL, O_MCP_ECHO},
     {"mcp-call-delay-ms", required_argument, NULL, O_MCP_DELAY},
@@ -192,6 +194,8 @@ void gw_sim_cli_usage(FILE *out)
         "only inspect them\n"
         "MCP:\n"
         "  --mcp-extra-tools N      add N tools (tools/list paging)\n"
+        "  --mcp-tool-bytes N       their descriptions N bytes long (a big "
+        "catalog)\n"
         "  --mcp-silent             never answer MCP\n"
         "  --mcp-echo-tool          board tool self.sim.echo: answers its "
         "required\n"
@@ -329,6 +333,8 @@ static int parse_number(struct gw_sim_cli *cli, int code, const char *arg)
         N(O_LINGER, "linger", 0, 600000, linger_ms),
         N(O_SESSIONS, "sessions", 1, 100000, sessions),
         N(O_MCP_TOOLS, "mcp-extra-tools", 0, 100000, mcp_extra_tools),
+        N(O_MCP_TOOL_BYTES, "mcp-tool-bytes", 0, GW_SIM_TOOL_BYTES_MAX,
+          mcp_tool_bytes),
         N(O_MCP_DELAY, "mcp-call-delay-ms", 0, 3600000, mcp_call_delay_ms),
         N(O_MCP_UPDATE, "mcp-update-ms", 0, 3600000, mcp_update_ms),
         N(O_MCP_CHANGE, "mcp-change-after-ms", 0, 3600000, mcp_change_after_ms),

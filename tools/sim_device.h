@@ -83,11 +83,16 @@ GW_MUST_CHECK int gw_sim_downlink_check(struct gw_sim_downlink *dl,
 
 /* --- MCP server of the device (anchor section 9), pure ----------------- */
 
+/* The longest description --mcp-tool-bytes gives a synthetic tool (a
+ * tools/list page of the firmware stays within 8000 bytes). */
+#define GW_SIM_TOOL_BYTES_MAX 4000
+
 /* The device's MCP server state; set up with gw_sim_mcp_defaults. */
 struct gw_sim_mcp {
     int volume;           /* speaker volume, set by set_volume */
     int brightness;       /* screen brightness, set by set_brightness */
     uint32_t extra_tools; /* synthetic tools added for paging tests */
+    uint32_t extra_description_bytes; /* their descriptions' size; 0: short */
     bool echo_tool;       /* board tool self.sim.echo (whose answer is it) */
     bool silent;          /* never answer anything (timeout tests) */
     bool vision_seen;     /* initialize carried capabilities.vision */
@@ -263,6 +268,7 @@ struct gw_sim_device_options {
     uint32_t linger_ms;          /* after our goodbye, watch for a reply */
     uint32_t duration_ms;        /* stop the run after this; 0 = never */
     uint32_t mcp_extra_tools;    /* synthetic tools for paging tests */
+    uint32_t mcp_tool_bytes;     /* their descriptions' size (big catalogs) */
     bool mcp_silent;             /* never answer MCP */
     bool mcp_echo_tool;          /* board tool self.sim.echo */
     uint32_t mcp_call_delay_ms;  /* tools/call answered this late, one

@@ -178,9 +178,20 @@ static struct tool tool_at(const struct gw_sim_mcp *m, size_t i, char *name,
         i--;
     }
     if (i < m->extra_tools) {
+        /* One long description for all of them, as firmware with
+         * wordy tools has: the catalog grows by their number. */
+        static char wordy[GW_SIM_TOOL_BYTES_MAX + 1];
         t = extra;
         snprintf(name, cap, "self.sim.tool_%04zu", i + 1);
         t.name = name;
+        if (m->extra_description_bytes > 0) {
+            size_t n = m->extra_description_bytes;
+            for (size_t k = 0; k < n; k++) {
+                wordy[k] = extra.description[k % strlen(extra.description)];
+            }
+            wordy[n] = '\0';
+            t.description = wordy;
+        }
         return t;
     }
     return user_tools[i - m->extra_tools];

@@ -883,6 +883,21 @@ static void cluster_part(struct out *o, const struct gw_metrics_sources *src)
     counter(o, "hybridgw_cluster_messages_refused_total",
             "Messages from other instances that did not parse or fit.",
             rs.refused);
+    counter(o, "hybridgw_cluster_messages_oversize_total",
+            "Messages for other instances not sent: over the broker's "
+            "packet limit (mqtt.max_packet_bytes).",
+            rs.oversize);
+    counter(o, "hybridgw_cluster_catalogs_foreign_total",
+            "Catalogs refused: not from the device's owner, or on another "
+            "instance's topic.",
+            rs.catalogs_foreign);
+    pair(o, "hybridgw_cluster_catalog_parts_total", "counter",
+         "Parts of catalogs too large for one message, sent (out) and "
+         "taken (in).",
+         "direction", "out", rs.catalog_parts_out, "in", rs.catalog_parts_in);
+    counter(o, "hybridgw_cluster_requests_refused_total",
+            "Requests carried here that the device's rules refuse.",
+            rs.requests_refused);
     pair(o, "hybridgw_cluster_device_messages_total", "counter",
          "Mode shared: device messages carried to the instance that "
          "owns them (out) and carried here (in).",

@@ -568,7 +568,19 @@ bool gw_cluster_on_message(struct gw_cluster *c, const char *topic,
     }
     if (strcmp(topic, c->rpc_topic) == 0 || is_catalog(topic, plen)) {
         if (c->env.on_peer_message != NULL && live(c)) {
-            c->env.on_peer_message(c->env.arg, payload, len);
+            char sender[GW_INSTANCE_NAME_MAX + 1] = "";
+            const char *lvl = topic + plen + 1;
+            size_t n = strcspn(lvl, "/");
+            bool catalog = strcmp(topic, c->rpc_topic) != 0;
+            if (catalog && n < sizeof(sender)) {
+                memcpy(sender, lvl, n);
+                sender[n] = '\0';
+            }
+            /* A name too long for an instance's: matches no sender. */
+            c->env.on_peer_message(c->env.arg,
+                                   catalog ? (n < sizeof(sender) ? sender : "/")
+                                           : NULL,
+                                   payload, len);
         }
     } else if (strcmp(topic, c->probe_topic) == 0) {
         on_probe(c, payload, len);

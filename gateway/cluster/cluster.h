@@ -63,9 +63,12 @@ struct gw_cluster_env {
     /* The load for the record, asked before each publish; NULL: what
      * gw_cluster_set_load gave. */
     void (*load)(void *arg, unsigned *sessions, unsigned *devices);
-    /* A message on this instance's <prefix>/<name>/rpc, or any
-     * instance's <prefix>/<name>/catalog (this one's too), while live. */
-    void (*on_peer_message)(void *arg, const uint8_t *payload, size_t len);
+    /* A message on this instance's <prefix>/<name>/rpc (sender NULL), or
+     * any instance's <prefix>/<name>/catalog (this one's too; sender the
+     * topic's <name>, so a catalog is taken from that instance only),
+     * while live. */
+    void (*on_peer_message)(void *arg, const char *sender,
+                            const uint8_t *payload, size_t len);
     /* Another instance appeared (or started again): it knows nothing of
      * the devices this one owns yet. */
     void (*on_peer_joined)(void *arg, const char *name);

@@ -1,22 +1,27 @@
 /* Requests and catalogs carried between instances; see cluster_rpc.h. */
 #include "gateway/cluster/cluster_rpc.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec/instance_msg.h"
 #include "codec/jsonrpc.h"
-#include "codec/mcp_caps.h"
-#include "codec/mcp_items.h"
-#include "codec/mcp_tools.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "common/ratelimit.h"
 #include "gateway/cluster/cluster_int.h"
 
 #define SUBJECT "cluster"
 /* (from, client id, id): the key of a request served for another. */
 #define KEY_MAX (GW_INSTANCE_NAME_MAX + GW_CLIENT_ID_MAX + 16)
+/* What a packet needs besides its payload: the topic (under 256 bytes)
+ * and the header; the shipped brokers' limits leave 1 KiB for it. */
+#define PACKET_RESERVE 1024
+/* Warnings a peer (or a device, through a peer) can cause: a burst, then
+ * one every 10 s. */
+static const struct gw_bucket_rate warn_rate = {0.1, 5};
 
 /* A request carried here, until its end goes back. */
 struct inbound {
@@ -29,16 +34,7 @@ struct inbound {
     uint64_t handle;
 };
 
-struct gw_cluster_rpc {
-    struct gw_cluster_rpc_env env;
-    struct gw_mcp_remote remote;
-    struct inbound *inbound;
-    bool applying; /* a peer's catalog goes in: not ours to publish */
-    bool closed;
-    struct gw_cluster_rpc_stats stats;
-};
-
-static const struct gw_config *config_of(const struct gw_cluster_rpc *r)
+const struct gw_config *gw__cluster_rpc_config(const struct gw_cluster_rpc *r)
 {
     return gw_config_live_get(r->env.config);
 }
@@ -48,21 +44,82 @@ static void make_key(char *out, const char *from, const char *cid, uint32_t id)
     snprintf(out, KEY_MAX, "%s/%s/%u", from, cid, id);
 }
 
+uint64_t gw__cluster_rpc_now(const struct gw_cluster_rpc *r)
+{
+    return uv_now(gw_device_table_links(r->env.devices)->loop);
+}
+
+/* A warning line, within warn_rate over all of them. */
+void gw__cluster_rpc_warn(struct gw_cluster_rpc *r, const char *fmt, ...)
+{
+    char line[512];
+    uint64_t skipped = 0;
+    va_list ap;
+
+    if (!gw_bucket_take(&r->warn_bucket, &warn_rate, gw__cluster_rpc_now(r),
+                        &skipped)) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (skipped > 0) {
+        gw_log(GW_LOG_WARN, SUBJECT, "%s (%llu such lines left out)", line,
+               (unsigned long long)skipped);
+    } else {
+        gw_log(GW_LOG_WARN, SUBJECT, "%s", line);
+    }
+}
+
+/* The largest payload a publish may carry: what fits the broker's packet
+ * limit (mqtt.max_packet_bytes) and a peer's parser. */
+size_t gw__cluster_rpc_payload_max(const struct gw_cluster_rpc *r)
+{
+    size_t max = (size_t)gw__cluster_rpc_config(r)->mqtt.max_packet_bytes -
+                 PACKET_RESERVE;
+
+    return max < GW_INSTANCE_MSG_MAX_LEN ? max : GW_INSTANCE_MSG_MAX_LEN;
+}
+
+/*
+ * Sends text to <prefix>/<to><leaf>; one over the broker's limit is never
+ * sent (the broker would cut this instance off, its will saying "gone"):
+ * refused, counted, logged. kind names it in the log.
+ */
+int gw__cluster_rpc_send_text(struct gw_cluster_rpc *r, const char *to,
+                              const char *leaf, const char *kind,
+                              const char *text, size_t len)
+{
+    if (len > gw__cluster_rpc_payload_max(r)) {
+        r->stats.oversize++;
+        gw__cluster_rpc_warn(
+            r,
+            "%s message of %zu bytes for %s not sent: over the broker's "
+            "packet limit (mqtt.max_packet_bytes %d)",
+            kind, len, to != NULL ? to : "every instance",
+            gw__cluster_rpc_config(r)->mqtt.max_packet_bytes);
+        return GW_ETOOBIG;
+    }
+    return gw__cluster_send(r->env.cluster, to, leaf, text, len);
+}
+
 /* Prints and sends msg (freed) to <prefix>/<to><leaf>. */
 static int send_msg(struct gw_cluster_rpc *r, const char *to, const char *leaf,
                     cJSON *msg)
 {
     char *text = msg != NULL ? cJSON_PrintUnformatted(msg) : NULL;
+    char kind[GW_INSTANCE_WORD_MAX + 1];
     int rc;
 
+    snprintf(kind, sizeof(kind), "%s",
+             text != NULL ? cJSON_GetStringValue(
+                                cJSON_GetObjectItemCaseSensitive(msg, "t"))
+                          : "");
     cJSON_Delete(msg);
     if (text == NULL) {
         return GW_ENOMEM;
     }
-    size_t len = strlen(text);
-    rc = len > GW_INSTANCE_MSG_MAX_LEN
-             ? GW_ETOOBIG
-             : gw__cluster_send(r->env.cluster, to, leaf, text, len);
+    rc = gw__cluster_rpc_send_text(r, to, leaf, kind, text, strlen(text));
     free(text);
     return rc;
 }
@@ -163,6 +220,27 @@ static void on_inbound_reply(void *arg, const struct gw_mcp_reply *reply)
     }
     if (m != NULL) {
         int rc = send_msg(r, in->from, "/rpc", m);
+        if (rc == GW_ETOOBIG) {
+            /* The asker hears why at once instead of at its timer. */
+            m = gw_instance_msg_new(GW_IMSG_REPLY,
+                                    gw_cluster_name(r->env.cluster),
+                                    in->client_id, in->id);
+            cJSON *err = cJSON_CreateObject();
+            if (m == NULL || err == NULL ||
+                cJSON_AddNumberToObject(err, "code", GW_RPC_INTERNAL_ERROR) ==
+                    NULL ||
+                cJSON_AddStringToObject(
+                    err, "message",
+                    "the device's answer is too large to carry between "
+                    "instances (mqtt.max_packet_bytes)") == NULL ||
+                cJSON_AddStringToObject(m, "outcome", "error") == NULL ||
+                !cJSON_AddItemToObject(m, "error", err)) {
+                cJSON_Delete(err);
+                cJSON_Delete(m);
+            } else {
+                rc = send_msg(r, in->from, "/rpc", m);
+            }
+        }
         if (rc != 0) {
             gw_log(GW_LOG_WARN, SUBJECT,
                    "end of %s's request %u for %s not sent: %s", in->from,
@@ -172,6 +250,49 @@ static void on_inbound_reply(void *arg, const struct gw_mcp_reply *reply)
         }
     }
     inbound_free(r, in);
+}
+
+/*
+ * The rules a local caller of this origin meets (docs/protocol.md
+ * section 7.4): the device must offer the method, and a tool call must
+ * be one its caller may make. false with why and a JSON-RPC code.
+ */
+static bool may_serve(struct gw_cluster_rpc *r, const struct gw_instance_msg *m,
+                      enum gw_mcp_origin origin, const struct gw_device *dev,
+                      char *why, size_t cap, int *code)
+{
+    enum gw_tool_caller caller;
+
+    *code = GW_RPC_METHOD_NOT_FOUND;
+    if (!gw_mcp_catalog_allows(&dev->catalog, dev->client_id, m->method, why,
+                               cap)) {
+        return false;
+    }
+    if (strcmp(m->method, "tools/call") != 0) {
+        return true;
+    }
+    *code = GW_RPC_INVALID_PARAMS;
+    switch (origin) {
+    case GW_MCP_FROM_BACKEND:
+        caller = GW_TOOLS_FOR_BACKEND;
+        break;
+    case GW_MCP_FROM_CLIENT:
+        caller = GW_TOOLS_FOR_CLIENT;
+        break;
+    case GW_MCP_FROM_API:
+        caller = GW_TOOLS_FOR_OPERATOR;
+        break;
+    default:
+        /* Discovery calls no tool, and runs at the owner only. */
+        snprintf(why, cap, "tools/call is not carried for origin %s",
+                 gw_mcp_origin_name(origin));
+        return false;
+    }
+    return gw_tool_cache_may_call(
+        &dev->tools, caller,
+        cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(m->params, "name")),
+        gw__cluster_rpc_config(r)->mcp.expose_user_tools, why, cap);
 }
 
 static void serve_request(struct gw_cluster_rpc *r,
@@ -207,6 +328,18 @@ static void serve_request(struct gw_cluster_rpc *r,
     }
     r->stats.carried_in++;
     struct gw_device *dev = gw_device_find(r->env.devices, m->client_id);
+    char why[256];
+    int code;
+    if (dev != NULL && !may_serve(r, m, origin, dev, why, sizeof(why), &code)) {
+        /* Decided here, by this instance's own lists, as for a local
+         * caller: the carrier's word is not enough. */
+        r->stats.requests_refused++;
+        gw__cluster_rpc_warn(r, "%s from %s for %s (origin %s) refused: %s",
+                             m->method, m->from, m->client_id, m->origin, why);
+        gw_mcp_refuse(gw_device_table_links(r->env.devices), origin, code, why,
+                      on_inbound_reply, in, &in->handle);
+        return;
+    }
     struct gw_mcp_opts opts = {
         .timeout_ms = m->timeout_ms,
         .on_progress = m->progress ? on_inbound_progress : NULL,
@@ -265,284 +398,6 @@ static void take_progress(struct gw_cluster_rpc *r,
     }
 }
 
-/* ---- catalogs ---- */
-
-/* {"state":..., "<member>":[...]}: a list page, so the page parsers of
- * discovery check it again on the way in. */
-static cJSON *list_json(enum gw_tool_list_state state, const cJSON *items,
-                        const char *member)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON *copy =
-        items != NULL ? cJSON_Duplicate(items, 1) : cJSON_CreateArray();
-
-    if (o == NULL || copy == NULL ||
-        cJSON_AddStringToObject(o, "state", gw_tool_list_state_name(state)) ==
-            NULL ||
-        !cJSON_AddItemToObject(o, member, copy)) {
-        cJSON_Delete(copy);
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
-}
-
-/* What an initialize result said, as one, for gw_mcp_server_info_parse. */
-static cJSON *info_json(const struct gw_mcp_server_info *info)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON *caps = gw_mcp_caps_json(info->caps);
-    cJSON *si = cJSON_CreateObject();
-
-    if (o == NULL || caps == NULL || si == NULL ||
-        !cJSON_AddItemToObject(o, "capabilities", caps)) {
-        cJSON_Delete(o);
-        cJSON_Delete(caps);
-        cJSON_Delete(si);
-        return NULL;
-    }
-    if (!cJSON_AddItemToObject(o, "serverInfo", si)) {
-        cJSON_Delete(si);
-        cJSON_Delete(o);
-        return NULL;
-    }
-    if ((info->version[0] != '\0' &&
-         cJSON_AddStringToObject(o, "protocolVersion", info->version) ==
-             NULL) ||
-        cJSON_AddStringToObject(si, "name", info->name) == NULL ||
-        cJSON_AddStringToObject(si, "version", info->server_ver) == NULL) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
-}
-
-static cJSON *catalog_json(const struct gw_device *dev)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON *part;
-
-    if (o == NULL) {
-        return NULL;
-    }
-    if (dev->catalog.known) {
-        part = info_json(&dev->catalog.info);
-        if (part == NULL || !cJSON_AddItemToObject(o, "info", part)) {
-            cJSON_Delete(part);
-            goto oom;
-        }
-    }
-    part = list_json(dev->tools.state, dev->tools.tools, "tools");
-    if (part == NULL || !cJSON_AddItemToObject(o, "tools", part)) {
-        cJSON_Delete(part);
-        goto oom;
-    }
-    for (int k = 0; k < GW_MCP_LIST_COUNT_; k++) {
-        const struct gw_mcp_list *l = &dev->catalog.lists[k];
-        const char *member = gw_mcp_list_member((enum gw_mcp_list_kind)k);
-        part = list_json(l->state, l->items, member);
-        if (part == NULL || !cJSON_AddItemToObject(o, member, part)) {
-            cJSON_Delete(part);
-            goto oom;
-        }
-    }
-    return o;
-oom:
-    cJSON_Delete(o);
-    return NULL;
-}
-
-static void publish_catalog(struct gw_cluster_rpc *r,
-                            const struct gw_device *dev, const char *to)
-{
-    cJSON *m = gw_instance_msg_new(
-        GW_IMSG_CATALOG, gw_cluster_name(r->env.cluster), dev->client_id, 0);
-    cJSON *cat = catalog_json(dev);
-    int rc;
-
-    if (m == NULL || cat == NULL || !cJSON_AddItemToObject(m, "catalog", cat)) {
-        cJSON_Delete(cat);
-        cJSON_Delete(m);
-        return;
-    }
-    /* To one instance: on its request topic; to all: on our catalog. */
-    rc = to != NULL ? send_msg(r, to, "/rpc", m)
-                    : send_msg(r, NULL, "/catalog", m);
-    if (rc != 0) {
-        gw_log(GW_LOG_WARN, SUBJECT, "catalog of %s not sent: %s",
-               dev->client_id, gw_strerror(rc));
-        return;
-    }
-    r->stats.catalogs_out++;
-}
-
-static bool state_parse(const char *s, enum gw_tool_list_state *out)
-{
-    for (int i = 0; i < GW_TOOL_LIST_COUNT_; i++) {
-        if (s != NULL && strcmp(s, gw_tool_list_state_name(i)) == 0) {
-            *out = (enum gw_tool_list_state)i;
-            return true;
-        }
-    }
-    return false;
-}
-
-/*
- * One list of a peer's catalog, checked as discovery checks a page:
- * *items a new array (NULL for none), *state its state. GW_EPROTO for a
- * list that breaks the rules or holds more than max.
- */
-static int read_list(const cJSON *cat, const char *member, int kind, int max,
-                     enum gw_tool_list_state *state, cJSON **items)
-{
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(cat, member);
-    const char *next = NULL;
-    int rc;
-
-    *items = NULL;
-    if (!cJSON_IsObject(o) ||
-        !state_parse(
-            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "state")),
-            state)) {
-        return GW_EPROTO;
-    }
-    if ((*items = cJSON_CreateArray()) == NULL) {
-        return GW_ENOMEM;
-    }
-    rc = kind < 0 ? gw_mcp_tools_page_parse(o, *items, &next)
-                  : gw_mcp_list_page_parse((enum gw_mcp_list_kind)kind, o,
-                                           *items, &next);
-    if (rc == 0 && (next != NULL || cJSON_GetArraySize(*items) > max)) {
-        rc = GW_EPROTO;
-    }
-    if (rc != 0) {
-        cJSON_Delete(*items);
-        *items = NULL;
-    }
-    return rc;
-}
-
-/* A list into the cache or catalog, by its state. */
-static void apply_tools(struct gw_tool_cache *c, enum gw_tool_list_state st,
-                        cJSON *items)
-{
-    if (st == GW_TOOL_LIST_COMPLETE || st == GW_TOOL_LIST_TRUNCATED) {
-        gw_tool_cache_set(c, items, st == GW_TOOL_LIST_TRUNCATED);
-        return;
-    }
-    cJSON_Delete(items);
-    if (st == GW_TOOL_LIST_PENDING) {
-        gw_tool_cache_begin(c);
-    } else {
-        gw_tool_cache_fail(c); /* none or failed: nothing callable */
-        c->state = st;
-    }
-}
-
-static void apply_list(struct gw_mcp_catalog *c, enum gw_mcp_list_kind k,
-                       enum gw_tool_list_state st, cJSON *items)
-{
-    if (st == GW_TOOL_LIST_COMPLETE || st == GW_TOOL_LIST_TRUNCATED) {
-        gw_mcp_catalog_set(c, k, items, st == GW_TOOL_LIST_TRUNCATED);
-        return;
-    }
-    cJSON_Delete(items);
-    if (st == GW_TOOL_LIST_FAILED) {
-        gw_mcp_catalog_fail(c, k);
-    } else if (st == GW_TOOL_LIST_PENDING) {
-        gw_mcp_catalog_begin(c, k);
-    } else {
-        gw_mcp_catalog_clear_list(c, k);
-    }
-}
-
-/* A device's catalog from its owner: all of it checked before any goes in. */
-static void take_catalog(struct gw_cluster_rpc *r,
-                         const struct gw_instance_msg *m)
-{
-    const struct gw_config *cfg = config_of(r);
-    struct gw_device *dev = gw_device_find(r->env.devices, m->client_id);
-    const cJSON *info = cJSON_GetObjectItemCaseSensitive(m->catalog, "info");
-    struct gw_mcp_server_info si;
-    enum gw_tool_list_state states[1 + GW_MCP_LIST_COUNT_];
-    cJSON *items[1 + GW_MCP_LIST_COUNT_] = {NULL};
-    int rc = 0;
-
-    if (dev == NULL || gw_cluster_owns(r->env.cluster, m->client_id)) {
-        return; /* not online here (yet), or ours to know */
-    }
-    if (info != NULL && gw_mcp_server_info_parse(info, &si) != 0) {
-        rc = GW_EPROTO;
-    }
-    for (int k = -1; rc == 0 && k < GW_MCP_LIST_COUNT_; k++) {
-        const char *member =
-            k < 0 ? "tools" : gw_mcp_list_member((enum gw_mcp_list_kind)k);
-        rc = read_list(m->catalog, member, k,
-                       k < 0 ? cfg->mcp.max_tools : cfg->mcp.max_list_items,
-                       &states[k + 1], &items[k + 1]);
-    }
-    if (rc != 0) {
-        for (int i = 0; i <= GW_MCP_LIST_COUNT_; i++) {
-            cJSON_Delete(items[i]);
-        }
-        r->stats.refused++;
-        gw_log(GW_LOG_WARN, SUBJECT, "catalog of %s from %s refused: %s",
-               m->client_id, m->from, gw_strerror(rc));
-        return;
-    }
-    if (info != NULL) {
-        gw_mcp_catalog_set_info(&dev->catalog, &si);
-    }
-    apply_tools(&dev->tools, states[0], items[0]);
-    for (int k = 0; k < GW_MCP_LIST_COUNT_; k++) {
-        apply_list(&dev->catalog, (enum gw_mcp_list_kind)k, states[k + 1],
-                   items[k + 1]);
-    }
-    r->stats.catalogs_in++;
-    GW_LOG(GW_LOG_DEBUG, SUBJECT, "catalog of %s from %s: %d tools",
-           m->client_id, m->from, gw_tool_cache_count(&dev->tools));
-    r->applying = true;
-    gw_device_table_notify(r->env.devices, dev,
-                           GW_DEVICE_CHANGED_TOOLS |
-                               GW_DEVICE_CHANGED_RESOURCES |
-                               GW_DEVICE_CHANGED_PROMPTS);
-    r->applying = false;
-}
-
-void gw_cluster_rpc_device_changed(struct gw_cluster_rpc *r,
-                                   const struct gw_device *dev, unsigned what)
-{
-    if (r == NULL || r->closed || r->applying ||
-        (what & ~GW_DEVICE_CHANGED_PRESENCE) == 0 ||
-        dev->state != GW_DEVICE_KNOWN ||
-        !gw_cluster_owns(r->env.cluster, dev->client_id)) {
-        return;
-    }
-    publish_catalog(r, dev, NULL);
-}
-
-void gw_cluster_rpc_peer_joined(struct gw_cluster_rpc *r, const char *name)
-{
-    unsigned n = 0;
-
-    if (r == NULL || r->closed) {
-        return;
-    }
-    struct gw_device *d;
-    GW_DEVICE_FOREACH(r->env.devices, d)
-    {
-        if (d->presence.online && d->tools.state != GW_TOOL_LIST_NONE &&
-            gw_cluster_owns(r->env.cluster, d->client_id)) {
-            publish_catalog(r, d, name);
-            n++;
-        }
-    }
-    if (n > 0) {
-        gw_log(GW_LOG_INFO, SUBJECT, "catalogs of %u device%s sent to %s", n,
-               n == 1 ? "" : "s", name);
-    }
-}
-
 /* ---- device messages (mode shared) ---- */
 
 void gw_cluster_rpc_carry(struct gw_cluster_rpc *r, const char *owner,
@@ -586,8 +441,8 @@ static void take_up(struct gw_cluster_rpc *r, const struct gw_instance_msg *m)
 
 /* ---- the way in ---- */
 
-void gw_cluster_rpc_on_message(struct gw_cluster_rpc *r, const uint8_t *payload,
-                               size_t len)
+void gw_cluster_rpc_on_message(struct gw_cluster_rpc *r, const char *sender,
+                               const uint8_t *payload, size_t len)
 {
     struct gw_instance_msg m;
     int rc;
@@ -601,8 +456,18 @@ void gw_cluster_rpc_on_message(struct gw_cluster_rpc *r, const uint8_t *payload,
                gw_strerror(rc));
         return;
     }
-    if (strcmp(m.from, gw_cluster_name(r->env.cluster)) == 0) {
+    if (strcmp(m.from, gw_cluster_name(r->env.cluster)) == 0 &&
+        (sender == NULL || strcmp(sender, m.from) == 0)) {
         gw_instance_msg_free(&m); /* our own catalog, back from the broker */
+        return;
+    }
+    if (sender != NULL && m.kind != GW_IMSG_CATALOG) {
+        /* A catalog topic carries catalogs only. */
+        r->stats.refused++;
+        gw__cluster_rpc_warn(r,
+                             "%s message from %s on %s's catalog topic refused",
+                             gw_instance_msg_kind_name(m.kind), m.from, sender);
+        gw_instance_msg_free(&m);
         return;
     }
     switch (m.kind) {
@@ -619,7 +484,7 @@ void gw_cluster_rpc_on_message(struct gw_cluster_rpc *r, const uint8_t *payload,
         serve_cancel(r, &m);
         break;
     case GW_IMSG_CATALOG:
-        take_catalog(r, &m);
+        gw__cluster_catalog_take(r, sender, &m, len);
         break;
     case GW_IMSG_UP:
         take_up(r, &m);
@@ -673,6 +538,7 @@ void gw_cluster_rpc_close(struct gw_cluster_rpc *r)
         return;
     }
     r->closed = true;
+    gw__cluster_catalog_close(r);
     /* Requests already carried out end at their timers (links close). */
     HASH_ITER(hh, r->inbound, in, tmp)
     {

@@ -44,14 +44,19 @@ struct gw_cluster_rpc_env {
 
 /* Counters for /metrics. */
 struct gw_cluster_rpc_stats {
-    uint64_t carried_out;  /* requests sent to their owner */
-    uint64_t carried_in;   /* requests served for another instance */
-    uint64_t replies_out;  /* their ends, sent back */
-    uint64_t catalogs_out; /* device catalogs published or sent */
-    uint64_t catalogs_in;  /* device catalogs taken from their owner */
-    uint64_t refused;      /* messages that did not parse or fit */
-    uint64_t up_out;       /* device messages carried to their instance */
-    uint64_t up_in;        /* ... carried here */
+    uint64_t carried_out;       /* requests sent to their owner */
+    uint64_t carried_in;        /* requests served for another instance */
+    uint64_t replies_out;       /* their ends, sent back */
+    uint64_t catalogs_out;      /* device catalogs published or sent */
+    uint64_t catalogs_in;       /* device catalogs taken from their owner */
+    uint64_t refused;           /* messages that did not parse or fit */
+    uint64_t oversize;          /* not sent: over the broker's packet limit */
+    uint64_t catalogs_foreign;  /* refused: not from the device's owner */
+    uint64_t requests_refused;  /* carried here, refused by the rules */
+    uint64_t catalog_parts_out; /* parts of catalogs sent in parts */
+    uint64_t catalog_parts_in;  /* ... taken */
+    uint64_t up_out;            /* device messages carried to their instance */
+    uint64_t up_in;             /* ... carried here */
 };
 
 /*
@@ -61,9 +66,11 @@ struct gw_cluster_rpc_stats {
 GW_MUST_CHECK int gw_cluster_rpc_init(const struct gw_cluster_rpc_env *env,
                                       struct gw_cluster_rpc **out);
 
-/* A message the cluster passed on (gw_cluster_env.on_peer_message). */
-void gw_cluster_rpc_on_message(struct gw_cluster_rpc *r, const uint8_t *payload,
-                               size_t len);
+/* A message the cluster passed on (gw_cluster_env.on_peer_message):
+ * sender the name of the catalog topic it came on, NULL for this
+ * instance's request topic. */
+void gw_cluster_rpc_on_message(struct gw_cluster_rpc *r, const char *sender,
+                               const uint8_t *payload, size_t len);
 
 /* An instance appeared: it gets the catalog of every device owned here. */
 void gw_cluster_rpc_peer_joined(struct gw_cluster_rpc *r, const char *name);

@@ -12,6 +12,8 @@
 
 #include <openssl/rand.h>
 
+#include "codec/envelope.h"
+#include "codec/hello.h"
 #include "codec/mcp_items.h"
 #include "common/assert.h"
 #include "common/log.h"
@@ -501,6 +503,24 @@ static void map_progress_token(struct gw_mcp_request *p, cJSON *params,
 }
 
 /*
+ * Whether the request would fit what the device takes once its owner
+ * sends it (the owner's session id unknown here: room for the longest),
+ * so that one too large is refused here as at the owner, never carried.
+ */
+static bool fits_device(uint32_t id, const char *method, const cJSON *params)
+{
+    cJSON *copy = params != NULL ? cJSON_Duplicate(params, 1) : NULL;
+    cJSON *msg = gw_rpc_request(id, method, copy);
+    char *text = msg != NULL ? gw_envelope_print_mcp("", msg) : NULL;
+    bool fits = text != NULL &&
+                strlen(text) + GW_SESSION_ID_MAX <= GW_ENVELOPE_DEVICE_MAX;
+
+    cJSON_free(text);
+    cJSON_Delete(msg);
+    return fits;
+}
+
+/*
  * A request for a device another instance owns: carried there under an
  * id of this link's (unique among its requests, sent or carried), with
  * the same timeout; this side waits a little longer, so the owner's own
@@ -518,6 +538,13 @@ static void carry(struct gw_mcp_request *p, struct gw_mcp_link *link,
     p->is_call = false;
     p->dev_id = id;
     map_progress_token(p, params, opts);
+    if (!fits_device(id, method, params)) {
+        /* The same -32602 as a local request too large for the device. */
+        cJSON_Delete(params);
+        p->dev_id = 0;
+        fail_soon(p, GW_MCP_ERROR);
+        return;
+    }
     p->owner = strdup(owner);
     if (p->owner == NULL) {
         cJSON_Delete(params);

@@ -28,6 +28,9 @@
 #define API_REQUEST 0
 #define API_ACCEPT  1
 
+/* Log lines of ambiguous MACs: a burst, then one every 10 s. */
+static const struct gw_bucket_rate ambiguous_rate = {0.1, 5};
+
 struct gw_device_call {
     struct gw_list node;             /* in calls (until ENDED) */
     struct gw_device_calls *owner;   /* the registry */
@@ -237,21 +240,34 @@ void gw_device_calls_init(struct gw_device_calls *c,
 
 /* ---- the API ----------------------------------------------------------- */
 
-/* An online device whose client id carries mac, or NULL. O(devices), as
- * the Node gateway's own lookup; calls are rare. */
-static struct gw_device *device_by_mac(const struct gw_device_table *t,
-                                       const char *mac)
+/*
+ * The device a MAC names: the one place a MAC becomes a device, for caller
+ * and callee, request and accept alike, so what makes a record eligible is
+ * decided here only. Returns how many online records carry mac in their
+ * client id; *out is the device only when exactly one does (two devices
+ * claiming one MAC are refused as ambiguous, never "the first one").
+ * O(devices), as the Node gateway's own lookup; calls are rare.
+ */
+static unsigned device_of_mac(const struct gw_device_table *t, const char *mac,
+                              struct gw_device **out)
 {
     struct gw_device *d;
+    unsigned n = 0;
+
+    *out = NULL;
     GW_DEVICE_FOREACH(t, d)
     {
         struct gw_client_id id;
         if (gw_client_id_parse(d->client_id, strlen(d->client_id), &id) == 0 &&
             strcmp(id.mac, mac) == 0) {
-            return d;
+            n++;
+            *out = d;
         }
     }
-    return NULL;
+    if (n > 1) {
+        *out = NULL;
+    }
+    return n;
 }
 
 /* The ringing or bridged call a MAC takes part in, or NULL. */
@@ -292,7 +308,30 @@ static int answer(struct gw_device_calls *c, int route,
         }
     }
     *out = doc;
-    return a == GW_DEVICE_CALL_ANSWER_BAD_REQUEST ? 400 : 200;
+    return a == GW_DEVICE_CALL_ANSWER_BAD_REQUEST ? 400
+           : a == GW_DEVICE_CALL_ANSWER_AMBIGUOUS ? 409
+                                                  : 200;
+}
+
+/*
+ * A MAC that names more than one online device: refused (409), counted,
+ * logged within a bound (whoever holds a device's MAC can trigger it).
+ */
+static int ambiguous(struct gw_device_calls *c, int route, const char *role,
+                     const char *mac, unsigned n, const char *peer, cJSON **out)
+{
+    char msg[160];
+    uint64_t skipped = 0;
+
+    snprintf(msg, sizeof(msg),
+             "ambiguous: %u online devices have the %s MAC %s", n, role, mac);
+    if (gw_bucket_take(&c->ambiguous_log, &ambiguous_rate, uv_now(c->env.loop),
+                       &skipped)) {
+        gw_log(GW_LOG_WARN, SUBJECT,
+               "call %s from %s: 409 %s (%" PRIu64 " such lines left out)",
+               route == API_REQUEST ? "request" : "accept", peer, msg, skipped);
+    }
+    return answer(c, route, GW_DEVICE_CALL_ANSWER_AMBIGUOUS, msg, NULL, out);
 }
 
 /* A device's session that can join a call: active and in none. */
@@ -383,7 +422,18 @@ static int call_request(struct gw_device_calls *c, const char *body, size_t len,
         return answer(c, API_REQUEST, GW_DEVICE_CALL_ANSWER_BAD_REQUEST, why,
                       NULL, out);
     }
-    target = device_by_mac(c->env.devices, rq.target_mac);
+    /* Both MACs name exactly one device before anything happens. */
+    unsigned n_target = device_of_mac(c->env.devices, rq.target_mac, &target);
+    unsigned n_caller =
+        device_of_mac(c->env.devices, rq.caller_mac, &caller_dev);
+    if (n_target > 1) {
+        return ambiguous(c, API_REQUEST, "target", rq.target_mac, n_target,
+                         peer, out);
+    }
+    if (n_caller > 1) {
+        return ambiguous(c, API_REQUEST, "caller", rq.caller_mac, n_caller,
+                         peer, out);
+    }
     if (target == NULL) {
         gw_log(GW_LOG_INFO, SUBJECT, "call request %s>%s from %s: offline",
                rq.caller_mac, rq.target_mac, peer);
@@ -395,14 +445,12 @@ static int call_request(struct gw_device_calls *c, const char *body, size_t len,
     if (call != NULL && call->state == GW_DEVICE_CALL_RINGING &&
         strcmp(call->caller_mac, rq.target_mac) == 0 &&
         strcmp(call->callee_mac, rq.caller_mac) == 0 &&
-        (caller = free_session(device_by_mac(c->env.devices, rq.caller_mac))) !=
-            NULL) {
+        (caller = free_session(caller_dev)) != NULL) {
         bridge(call, caller);
         return answer(c, API_REQUEST, GW_DEVICE_CALL_ANSWER_BRIDGED, NULL, NULL,
                       out);
     }
     why = NULL;
-    caller_dev = device_by_mac(c->env.devices, rq.caller_mac);
     caller = free_session(caller_dev);
     if (strcmp(rq.caller_mac, rq.target_mac) == 0) {
         why = "a device cannot call itself";
@@ -461,6 +509,11 @@ static int call_accept(struct gw_device_calls *c, const char *body, size_t len,
         return answer(c, API_ACCEPT, GW_DEVICE_CALL_ANSWER_BAD_REQUEST, why,
                       NULL, out);
     }
+    struct gw_device *callee_dev;
+    unsigned n = device_of_mac(c->env.devices, rq.mac, &callee_dev);
+    if (n > 1) {
+        return ambiguous(c, API_ACCEPT, "callee", rq.mac, n, peer, out);
+    }
     call = call_of_mac(c, rq.mac, true);
     if (call == NULL || call->state != GW_DEVICE_CALL_RINGING) {
         gw_log(GW_LOG_WARN, SUBJECT, "call accept for %s from %s: no_pending",
@@ -468,7 +521,7 @@ static int call_accept(struct gw_device_calls *c, const char *body, size_t len,
         return answer(c, API_ACCEPT, GW_DEVICE_CALL_ANSWER_NO_PENDING,
                       "no call is waiting for this device", NULL, out);
     }
-    callee = free_session(device_by_mac(c->env.devices, rq.mac));
+    callee = free_session(callee_dev);
     if (callee == NULL) {
         gw_log(GW_LOG_WARN, call->subject,
                "accept from %s: error: the callee has no active voice session",

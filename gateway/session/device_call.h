@@ -16,6 +16,7 @@
 
 #include "codec/call_request.h"
 #include "common/list.h"
+#include "common/ratelimit.h"
 #include "gateway/core/config_hold.h"
 #include "gateway/device/device_table.h"
 #include "gateway/device/publish.h"
@@ -55,6 +56,7 @@ enum gw_device_call_end {
     XX(OFFLINE, "offline")         /* request: the target is not online */     \
     XX(ERROR, "error")             /* request or accept refused */             \
     XX(NO_PENDING, "no_pending")   /* accept: no call rings for the mac */     \
+    XX(AMBIGUOUS, "ambiguous")     /* 409: a MAC names several devices */      \
     XX(BAD_REQUEST, "bad_request") /* 400: missing or malformed fields */
 
 enum gw_device_call_answer {
@@ -100,6 +102,7 @@ struct gw_device_calls {
     size_t n_ringing, n_bridged;
     uint64_t next_serial;
     struct gw_device_call_stats stats;
+    struct gw_bucket ambiguous_log; /* log lines of ambiguous MACs */
     /* One 60 ms frame of Opus silence, encoded once (16 kHz mono). */
     uint8_t silence[128];
     size_t silence_len;

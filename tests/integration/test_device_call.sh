@@ -7,7 +7,8 @@
 # backend, a hang-up gives the other side its goodbye; an unanswered call
 # expires; bad requests get the Node gateway's answers and change nothing;
 # two devices asking for each other are bridged at once; a stock callee
-# refuses the wake-up; a caller leaving while ringing ends the call; a
+# refuses the wake-up; a caller leaving while ringing ends the call; two
+# online devices with one MAC are refused as ambiguous, nobody woken; a
 # shutdown during a call says goodbye to both and frees everything.
 GW=$1
 src=$2
@@ -260,7 +261,38 @@ rj=$(end_device j)
 check "the stock device saw no goodbye and no call audio" \
     jq -e '.goodbye_received == false and .downlink.datagrams == 0' <<<"$rj"
 
-echo "# 10. shutdown during a bridged call: both get a goodbye, all is freed"
+echo "# 10. two online devices with one MAC: refused as ambiguous, nobody woken"
+caller k 0b
+device l1 0c --idle
+device l2 0c --idle
+check "the caller's session becomes active" active k
+check "the first holder of the MAC is online" online l1
+check "the second holder of the MAC is online" online l2
+started=$(metric hybridgw_calls_started_total)
+st=$(api /api/call/request "$(request_body "${DEV_MAC[k]}" 02:00:00:00:0c:0c Kim)")
+check "a request for the shared MAC: 409" test "$st" = 409
+check "status ambiguous, saying how many devices have it" \
+    jq -e '.status == "ambiguous" and (.message | test("2 online devices"))' <<<"$(answer)"
+st=$(api /api/call/request "$(request_body 02:00:00:00:0c:0c "${DEV_MAC[k]}" Lee)")
+check "the shared MAC as the caller: 409 as well" test "$st" = 409
+st=$(api /api/call/accept '{"mac":"02:00:00:00:0c:0c"}')
+check "an accept for the shared MAC: 409" test "$st" = 409
+check "no call was started" test "$(metric hybridgw_calls_started_total)" = "$started"
+check "nothing rings" test "$(metric hybridgw_calls_ringing)" = 0
+check "counted" test "$(metric 'hybridgw_calls_answers_total{route="request",status="ambiguous"}')/$(metric 'hybridgw_calls_answers_total{route="accept",status="ambiguous"}')" = 2/1
+check "logged" wait_for_line "$GW_LOG" 'call request .*409 ambiguous: 2 online devices'
+check "the caller's conversation goes on" \
+    not grep -q "dev=${DEV_ID[k]} .*session ended" "$GW_LOG"
+r1=$(end_device l1)
+r2=$(end_device l2)
+check "neither holder of the MAC was woken" \
+    test "$(jq .call.wakeups <<<"$r1")/$(jq .call.wakeups <<<"$r2")" = 0/0
+check "neither saw a wake-up" \
+    not grep -q 'self.remote_wakeup' "$GW_TMP/l1.out" "$GW_TMP/l2.out"
+kill -INT "${DEV_PID[k]}"
+check "the caller leaves with its own goodbye" jq_is "$(result k)" .goodbye_sent true
+
+echo "# 11. shutdown during a bridged call: both get a goodbye, all is freed"
 caller g 07
 device h 08 --idle
 check "the caller's session becomes active" active g
