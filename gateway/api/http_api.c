@@ -182,9 +182,10 @@ static bool mcp_cors(struct gw_http_api *api, struct gw_http_req *req)
         gw__api_not_found(req, false);
         return true;
     }
-    GW_LOG(GW_LOG_DEBUG, SUBJECT, "preflight of %.128s from %s (origin %s)",
-           gw_http_req_path(req), gw_http_req_peer(req),
-           origin != NULL ? origin : "none");
+    gw_log_peer(GW_LOG_DEBUG, gw_http_req_peer(req), SUBJECT,
+                "preflight of %.128s from %s (origin %s)",
+                gw_http_req_path(req), gw_http_req_peer(req),
+                origin != NULL ? origin : "none");
     (void)gw_http_respond(req, 204, NULL, preflight, NULL, 0);
     return true;
 }

@@ -200,9 +200,10 @@ static void refuse(struct gw_ota_stats *st, enum gw_ota_result result,
     char *text;
 
     st->results[result]++;
-    gw_log(status == 404 ? GW_LOG_DEBUG : GW_LOG_WARN, SUBJECT,
-           "%s %.64s from %s: %d %s", gw_http_req_method(req),
-           gw_http_req_path(req), gw_http_req_peer(req), status, why);
+    gw_log_peer(status == 404 ? GW_LOG_DEBUG : GW_LOG_WARN,
+                gw_http_req_peer(req), SUBJECT, "%s %.64s from %s: %d %s",
+                gw_http_req_method(req), gw_http_req_path(req),
+                gw_http_req_peer(req), status, why);
     cJSON_AddStringToObject(doc, "error", why);
     text = cJSON_PrintUnformatted(doc);
     cJSON_Delete(doc);
@@ -278,14 +279,15 @@ void gw__api_ota_serve(const struct gw_config *cfg, struct gw_ota_stats *st,
     st->results[GW_OTA_ISSUED]++;
     if (r.body_ignored != NULL) {
         st->bodies_ignored++;
-        gw_log(GW_LOG_WARN, SUBJECT,
-               "%s from %s: body ignored (%s), provisioned from the headers",
-               id, gw_http_req_peer(req), r.body_ignored);
+        gw_log_peer(
+            GW_LOG_WARN, gw_http_req_peer(req), SUBJECT,
+            "%s from %s: body ignored (%s), provisioned from the headers", id,
+            gw_http_req_peer(req), r.body_ignored);
     }
-    gw_log(GW_LOG_INFO, SUBJECT,
-           "%s from %s: credentials issued (board %s, firmware %s)", id,
-           gw_http_req_peer(req), r.board[0] != '\0' ? r.board : "?",
-           r.version[0] != '\0' ? r.version : "?");
+    gw_log_peer(GW_LOG_INFO, gw_http_req_peer(req), SUBJECT,
+                "%s from %s: credentials issued (board %s, firmware %s)", id,
+                gw_http_req_peer(req), r.board[0] != '\0' ? r.board : "?",
+                r.version[0] != '\0' ? r.version : "?");
     (void)gw_http_respond(req, 200, JSON, NULL, text, strlen(text));
     /* The password is in the text: wipe it before it goes back to the
      * allocator. */

@@ -23,7 +23,7 @@ void gw__mcp_outbound_log(struct gw_mcp_outbound *ob, enum gw_log_level level,
         return;
     }
     if (level <= GW_LOG_INFO &&
-        !gw_ratelimit_take(&ob->log_limit, client_id, uv_now(ob->loop),
+        !gw_log_limit_take(&ob->log_limit, client_id, uv_now(ob->loop),
                            &skipped)) {
         return;
     }

@@ -14,8 +14,8 @@
 
 #include "codec/mcp_items.h"
 
-#define LABEL "a085e3f44934-1c2d3e4f"
-#define NOMAC "device000000-00000000"
+#define LABEL "a085e3f44934-1c2d3e4f5a6b7c8d"
+#define NOMAC "device000000-0000000000000000"
 
 #define RES "{\"uri\":\"device://status\",\"name\":\"status\"}"
 #define TPL "{\"uriTemplate\":\"device://sensor/{name}\",\"name\":\"sensor\"}"
@@ -307,11 +307,11 @@ static void test_aggregate_uri(void **state)
     assert_null(gw_mcp_aggregate_uri(LABEL, ""));
     assert_null(gw_mcp_aggregate_uri(LABEL, NULL));
     assert_null(gw_mcp_aggregate_uri(NULL, "a"));
-    assert_null(gw_mcp_aggregate_uri("A085E3F44934-1c2d3e4f", "a"));
+    assert_null(gw_mcp_aggregate_uri("A085E3F44934-1c2d3e4f5a6b7c8d", "a"));
     assert_null(gw_mcp_aggregate_uri("a085e3f44934-1c2d3e4", "a"));
     assert_null(gw_mcp_aggregate_uri(LABEL "0", "a"));
-    assert_null(gw_mcp_aggregate_uri("a085e3f44934.1c2d3e4f", "a"));
-    assert_null(gw_mcp_aggregate_uri("device00000x-1c2d3e4f", "a"));
+    assert_null(gw_mcp_aggregate_uri("a085e3f44934.1c2d3e4f5a6b7c8d", "a"));
+    assert_null(gw_mcp_aggregate_uri("device00000x-1c2d3e4f5a6b7c8d", "a"));
 
     /* GW_MCP_URI_MAX: made and split back; one more neither. */
     s = long_uri(GW_MCP_URI_MAX);
@@ -344,8 +344,8 @@ static void test_uri_split_refusals(void **state)
         "hybridgw:/" LABEL "/device://status",
         "hybridgw://" LABEL "0/device://status",
         "hybridgw://a085e3f44934-1c2d3e4/device://status",
-        "hybridgw://A085E3F44934-1c2d3e4f/device://status",
-        "hybridgw://a085e3f44934_1c2d3e4f/device://status",
+        "hybridgw://A085E3F44934-1c2d3e4f5a6b7c8d/device://status",
+        "hybridgw://a085e3f44934_1c2d3e4f5a6b7c8d/device://status",
         "device://status",
         " hybridgw://" LABEL "/x",
     };
