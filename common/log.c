@@ -219,6 +219,17 @@ bool gw_log_limit_take(struct gw_ratelimit *rl, const char *key,
     return true;
 }
 
+void gw_log_skipped(enum gw_log_level level, const char *subject,
+                    uint64_t skipped, const char *text)
+{
+    if (skipped > 0) {
+        gw_log(level, subject, "%s (%llu more not logged before this)", text,
+               (unsigned long long)skipped);
+    } else {
+        gw_log(level, subject, "%s", text);
+    }
+}
+
 uint64_t gw_log_peer_suppressed(void)
 {
     return peer_suppressed;
@@ -237,10 +248,5 @@ void gw_log_peer(enum gw_log_level level, const char *key, const char *subject,
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    if (skipped > 0) {
-        gw_log(level, subject, "%s (%llu more not logged before this)", text,
-               (unsigned long long)skipped);
-    } else {
-        gw_log(level, subject, "%s", text);
-    }
+    gw_log_skipped(level, subject, skipped, text);
 }

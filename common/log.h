@@ -84,6 +84,10 @@ struct gw_ratelimit;
 bool gw_log_limit_take(struct gw_ratelimit *rl, const char *key,
                        uint64_t now_ms, uint64_t *skipped);
 
+/* text as one line, saying skipped lines were left out before it if any. */
+void gw_log_skipped(enum gw_log_level level, const char *subject,
+                    uint64_t skipped, const char *text);
+
 /* Peers' lines left out since the start (all of the above). */
 uint64_t gw_log_peer_suppressed(void);
 
