@@ -323,7 +323,7 @@ static void test_aggregate_uri(void **state)
     free(s);
     s = long_uri(GW_MCP_URI_MAX + 1);
     assert_null(gw_mcp_aggregate_uri(LABEL, s));
-    uri = malloc(strlen(s) + 40);
+    uri = malloc(strlen(s) + sizeof("hybridgw://" LABEL "/"));
     assert_non_null(uri);
     sprintf(uri, "hybridgw://" LABEL "/%s", s);
     assert_int_equal(gw_mcp_aggregate_uri_split(uri, label, &dev), GW_EPROTO);
@@ -444,7 +444,7 @@ static void test_aggregate_id(void **state)
     free(s);
     s = long_uri(GW_MCP_URI_MAX + 1);
     assert_null(gw_mcp_aggregate_id(LABEL, s));
-    made = malloc(strlen(s) + 30);
+    made = malloc(strlen(s) + sizeof(LABEL "."));
     assert_non_null(made);
     sprintf(made, LABEL ".%s", s);
     assert_int_equal(gw_mcp_aggregate_id_split(made, label, &id), GW_EPROTO);
