@@ -8,12 +8,14 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "codec/client_id.h"
 #include "codec/envelope.h"
 
-/* Lengths inside a label: "<12 hex>-<8 hex>". */
+/* Lengths inside a label: "<12 hex>-<16 hex>". */
 #define LABEL_MAC_LEN  12
-#define LABEL_HASH_LEN 8
+#define LABEL_HASH_LEN 16
 
 /* Stands in for the MAC of a client id that has none. */
 static const char no_mac[] = "device000000";
@@ -185,24 +187,13 @@ static bool label_shape(const char *s)
            all_lower_hex(s + LABEL_MAC_LEN + 1, LABEL_HASH_LEN);
 }
 
-/* FNV-1a, 32 bits: cheap, stable across builds and hosts. */
-static uint32_t fnv1a32(const char *buf, size_t len)
-{
-    uint32_t h = 2166136261u;
-
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)buf[i];
-        h *= 16777619u;
-    }
-    return h;
-}
-
 int gw_mcp_device_label(const char *client_id, size_t len,
                         char out[GW_MCP_LABEL_LEN + 1])
 {
     static const char digits[] = "0123456789abcdef";
+    unsigned char hash[EVP_MAX_MD_SIZE];
+    unsigned int hash_len = 0;
     struct gw_client_id id;
-    uint32_t hash;
     size_t n = 0;
 
     if (client_id == NULL || len == 0 || out == NULL) {
@@ -220,9 +211,15 @@ int gw_mcp_device_label(const char *client_id, size_t len,
         memcpy(out, no_mac, LABEL_MAC_LEN);
     }
     out[LABEL_MAC_LEN] = '-';
-    hash = fnv1a32(client_id, len);
+    /* SHA-256, not a fast hash: a crafted client id must not be able to
+     * take another device's label (2^64 tries for one given label). */
+    if (EVP_Digest(client_id, len, hash, &hash_len, EVP_sha256(), NULL) != 1 ||
+        hash_len * 2 < LABEL_HASH_LEN) {
+        return GW_ENOMEM;
+    }
     for (size_t i = 0; i < LABEL_HASH_LEN; i++) {
-        out[LABEL_MAC_LEN + 1 + i] = digits[(hash >> (28 - 4 * i)) & 0xf];
+        unsigned char b = hash[i / 2];
+        out[LABEL_MAC_LEN + 1 + i] = digits[i % 2 == 0 ? b >> 4 : b & 0xf];
     }
     out[GW_MCP_LABEL_LEN] = '\0';
     return 0;

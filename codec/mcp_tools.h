@@ -16,8 +16,9 @@
 /* MCP tool names: 1..128 of [A-Za-z0-9_.-] (spec 2025-11-25). */
 #define GW_MCP_TOOL_NAME_MAX 128
 
-/* A device label: 12 hex of the MAC, '-', 8 hex of a hash of the client id. */
-#define GW_MCP_LABEL_LEN 21
+/* A device label: 12 hex of the MAC, '-', 16 hex of SHA-256 of the client id.
+ */
+#define GW_MCP_LABEL_LEN 29
 
 /*
  * Checks one tools/list result page: {"tools":[...]} with an optional
@@ -45,9 +46,11 @@ bool gw_mcp_tool_name_valid(const char *name, size_t len);
 /*
  * A short label for a device, stable across restarts and valid in a tool
  * name: the 12 lowercase hex digits of the MAC in the client id (or
- * "device000000" when it has none), '-', and 8 hex digits of FNV-1a over
- * the whole client id, so two ids with one MAC still differ. out needs
- * GW_MCP_LABEL_LEN + 1 bytes. GW_EINVAL for an empty id.
+ * "device000000" when it has none), '-', and the first 16 hex digits of
+ * SHA-256 over the whole client id, so two ids with one MAC still differ
+ * and no id can be crafted to take another's label. out needs
+ * GW_MCP_LABEL_LEN + 1 bytes. GW_EINVAL for an empty id, GW_ENOMEM when
+ * the digest fails.
  */
 GW_MUST_CHECK int gw_mcp_device_label(const char *client_id, size_t len,
                                       char out[GW_MCP_LABEL_LEN + 1]);

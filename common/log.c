@@ -6,11 +6,22 @@
 #include "common/log.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/ratelimit.h"
+
 #define LINE_MAX_BYTES 2048
+
+/* Peers' lines: per source a burst then a couple a second, and a bound
+ * over all sources; the table forgets sources whose bucket is full. */
+#define PEER_PER_KEY  ((struct gw_bucket_rate){2.0, 20.0})
+#define PEER_ALL      ((struct gw_bucket_rate){50.0, 200.0})
+#define PEER_KEYS_MAX 4096
+/* While lines are left out, one summary line at most this often. */
+#define PEER_SUMMARY_MS 10000
 
 static enum gw_log_level current_level = GW_LOG_INFO;
 static enum gw_log_format current_format = GW_LOG_TEXT;
@@ -134,4 +145,108 @@ void gw_log(enum gw_log_level level, const char *subject, const char *fmt, ...)
     va_start(ap, fmt);
     gw_vlog(level, subject, fmt, ap);
     va_end(ap);
+}
+
+/* ---- peers' lines ---- */
+
+/* One table for the process, as the level is: lines are the process's. */
+static struct gw_ratelimit peer_limit;
+static bool peer_limit_ready;
+static uint64_t peer_suppressed;
+static uint64_t peer_unsummed;   /* left out since the last summary */
+static uint64_t peer_summary_ms; /* when the first of them was */
+
+static uint64_t monotonic_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* One more line left out; now and then a line says how many, so that a
+ * flood is seen even when its sources never get a line through. */
+static void left_out(void)
+{
+    uint64_t now = monotonic_ms();
+
+    peer_suppressed++;
+    if (peer_unsummed++ == 0) {
+        peer_summary_ms = now; /* a period starts with its first */
+    } else if (now - peer_summary_ms >= PEER_SUMMARY_MS) {
+        gw_log(GW_LOG_WARN, "log",
+               "%llu lines of peers left out by their rate limit in %llu s",
+               (unsigned long long)peer_unsummed,
+               (unsigned long long)((now - peer_summary_ms) / 1000));
+        peer_unsummed = 0;
+        peer_summary_ms = now;
+    }
+}
+
+bool gw_log_peer_may(enum gw_log_level level, const char *key,
+                     uint64_t *skipped)
+{
+    uint64_t n = 0;
+
+    if (skipped != NULL) {
+        *skipped = 0;
+    }
+    if (level > current_level) {
+        return false;
+    }
+    if (!peer_limit_ready) {
+        gw_ratelimit_init(&peer_limit, PEER_PER_KEY, PEER_ALL, PEER_KEYS_MAX);
+        peer_limit_ready = true;
+    }
+    if (!gw_ratelimit_take(&peer_limit, key != NULL ? key : "", monotonic_ms(),
+                           &n)) {
+        left_out();
+        return false;
+    }
+    if (skipped != NULL) {
+        *skipped = n;
+    }
+    return true;
+}
+
+bool gw_log_limit_take(struct gw_ratelimit *rl, const char *key,
+                       uint64_t now_ms, uint64_t *skipped)
+{
+    if (!gw_ratelimit_take(rl, key, now_ms, skipped)) {
+        left_out();
+        return false;
+    }
+    return true;
+}
+
+void gw_log_skipped(enum gw_log_level level, const char *subject,
+                    uint64_t skipped, const char *text)
+{
+    if (skipped > 0) {
+        gw_log(level, subject, "%s (%llu more not logged before this)", text,
+               (unsigned long long)skipped);
+    } else {
+        gw_log(level, subject, "%s", text);
+    }
+}
+
+uint64_t gw_log_peer_suppressed(void)
+{
+    return peer_suppressed;
+}
+
+void gw_log_peer(enum gw_log_level level, const char *key, const char *subject,
+                 const char *fmt, ...)
+{
+    char text[LINE_MAX_BYTES];
+    uint64_t skipped;
+    va_list ap;
+
+    if (!gw_log_peer_may(level, key != NULL ? key : subject, &skipped)) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    gw_log_skipped(level, subject, skipped, text);
 }

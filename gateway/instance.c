@@ -854,5 +854,10 @@ void gw_instance_log_stats(const struct gw_instance *inst)
                                   (unsigned long long)us.drops[i]);
         }
     }
+    if (gw_log_peer_suppressed() > 0 && n < sizeof(line)) {
+        /* The lines peers' floods left out, said even when none follows. */
+        n += (size_t)snprintf(line + n, sizeof(line) - n, " log_left_out=%llu",
+                              (unsigned long long)gw_log_peer_suppressed());
+    }
     gw_log(GW_LOG_INFO, "stats", "%s", line);
 }

@@ -57,7 +57,7 @@ static bool may_log(struct gw_mqtt_dispatch *d, const char *key,
 {
     limits_setup(d);
     *skipped = 0;
-    return gw_ratelimit_take(&d->log_limit, key, now_ms(d), skipped);
+    return gw_log_limit_take(&d->log_limit, key, now_ms(d), skipped);
 }
 
 static void refuse(struct gw_mqtt_dispatch *d, enum gw_refusal why,

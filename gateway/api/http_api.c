@@ -190,9 +190,10 @@ static bool mcp_cors(struct gw_http_api *api, struct gw_http_req *req)
         gw__api_not_found(req, false);
         return true;
     }
-    GW_LOG(GW_LOG_DEBUG, SUBJECT, "preflight of %.128s from %s (origin %s)",
-           gw_http_req_path(req), gw_http_req_peer(req),
-           origin != NULL ? origin : "none");
+    gw_log_peer(GW_LOG_DEBUG, gw_http_req_peer(req), SUBJECT,
+                "preflight of %.128s from %s (origin %s)",
+                gw_http_req_path(req), gw_http_req_peer(req),
+                origin != NULL ? origin : "none");
     (void)gw_http_respond(req, 204, NULL, preflight, NULL, 0);
     return true;
 }
@@ -533,16 +534,13 @@ int gw_http_api_init(const struct gw_http_api_env *env,
                       (struct gw_bucket_rate){.per_s = 10.0 / 60, .burst = 10},
                       (struct gw_bucket_rate){.per_s = 30.0 / 60, .burst = 30},
                       4096);
-    gw_ratelimit_init(&api->ota.logs,
-                      (struct gw_bucket_rate){.per_s = 1, .burst = 5},
-                      (struct gw_bucket_rate){.per_s = 20, .burst = 50}, 4096);
+
     api->env.metrics.push = &api->push;
     o.arg = api;
     rc = env->detached ? gw_http_server_init_detached(&o, &api->srv)
                        : gw_http_server_init(env->loop, &o, &api->srv);
     if (rc != 0) {
         gw_ratelimit_free(&api->ota.guesses);
-        gw_ratelimit_free(&api->ota.logs);
         free(api);
         return rc;
     }
@@ -588,7 +586,6 @@ static void on_server_closed(struct gw_http_server *srv, void *arg)
         api->close_cb(api, api->close_arg);
     }
     gw_ratelimit_free(&api->ota.guesses);
-    gw_ratelimit_free(&api->ota.logs);
     free(api);
 }
 

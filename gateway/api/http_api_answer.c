@@ -48,17 +48,17 @@ void gw__api_send_error(struct gw_http_req *req, int status, bool manager,
 void gw__api_refuse(struct gw_http_req *req, int status, bool manager,
                     const char *why, const char *const *headers)
 {
-    gw_log(GW_LOG_WARN, SUBJECT, "%s %.128s from %s: %d %s",
-           gw_http_req_method(req), gw_http_req_path(req),
-           gw_http_req_peer(req), status, why);
+    gw_log_peer(GW_LOG_WARN, gw_http_req_peer(req), SUBJECT,
+                "%s %.128s from %s: %d %s", gw_http_req_method(req),
+                gw_http_req_path(req), gw_http_req_peer(req), status, why);
     gw__api_send_error(req, status, manager, why, headers);
 }
 
 void gw__api_not_found(struct gw_http_req *req, bool manager)
 {
-    GW_LOG(GW_LOG_DEBUG, SUBJECT, "%s %.128s from %s: 404",
-           gw_http_req_method(req), gw_http_req_path(req),
-           gw_http_req_peer(req));
+    gw_log_peer(GW_LOG_DEBUG, gw_http_req_peer(req), SUBJECT,
+                "%s %.128s from %s: 404", gw_http_req_method(req),
+                gw_http_req_path(req), gw_http_req_peer(req));
     gw__api_send_error(req, 404, manager, "not found", NULL);
 }
 

@@ -118,27 +118,10 @@ struct gw__api_ota {
     /* Codes and proofs tried, per address and overall: a 6-digit code
      * must not be found in its lifetime. */
     struct gw_ratelimit guesses;
-    /* Lines a device's requests cause, per address. */
-    struct gw_ratelimit logs;
 };
 
 /* ota.activation_ttl_s in ms: a code's lifetime, a reissue's window. */
 #define GW__API_OTA_TTL_MS(cfg) ((int64_t)(cfg)->ota.activation_ttl_s * 1000)
-
-/* A line a device's request causes, at a bounded rate per address; the
- * next one let through says how many were left out. */
-#define GW__API_OTA_LOG(ota, req, level, ...)                                  \
-    do {                                                                       \
-        uint64_t left_;                                                        \
-        if (gw__api_ota_may_log((ota), (req), &left_)) {                       \
-            gw_log((level), "ota", __VA_ARGS__);                               \
-            if (left_ > 0) {                                                   \
-                gw_log((level), "ota",                                         \
-                       "%llu lines of requests from %s left out before",       \
-                       (unsigned long long)left_, gw_http_req_peer(req));      \
-            }                                                                  \
-        }                                                                      \
-    } while (0)
 
 const char *gw__api_ota_result_name(enum gw_ota_result r);
 
@@ -168,10 +151,6 @@ void gw__api_ota_activate(const struct gw_http_api_env *env,
 void gw__api_ota_refuse(struct gw__api_ota *ota, struct gw_http_req *req,
                         int status, const char *why,
                         const char *const *headers);
-
-/* Whether a line of this request's address may be written now. */
-bool gw__api_ota_may_log(struct gw__api_ota *ota, struct gw_http_req *req,
-                         uint64_t *left_out);
 
 /* The wall clock in ms: codes and bindings outlive the loop. */
 int64_t gw__api_wall_ms(void);

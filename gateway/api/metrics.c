@@ -15,6 +15,7 @@
 #include <malloc.h>
 #endif
 
+#include "common/log.h"
 #include "gateway/api/http_api_int.h"
 #include "gateway/api/ota.h"
 #include "gateway/api/push_stats.h"
@@ -306,6 +307,9 @@ static void sessions_part(struct out *o, const struct gw_metrics_sources *src)
            "Seconds since the instance started.");
     put(o, "hybridgw_uptime_seconds %.3f\n",
         (double)(uv_now(src->loop) - src->started_ms) / 1000.0);
+    counter(o, "hybridgw_log_lines_suppressed_total",
+            "Log lines peers could trigger left out by their rate limit.",
+            gw_log_peer_suppressed());
     gauge(o, "hybridgw_sessions", "Voice sessions now open.",
           gw_sessions_live(src->sessions));
     gauge(o, "hybridgw_devices_online", "Devices now online.",
@@ -558,6 +562,9 @@ static void mcp_part(struct out *o, const struct gw_metrics_sources *src)
             st->discoveries);
     counter(o, "hybridgw_mcp_list_changed_total",
             "tools/list_changed notifications from devices.", st->list_changed);
+    counter(o, "hybridgw_mcp_label_clashes_total",
+            "Devices left off /mcp: their label was another online device's.",
+            st->label_clashes);
     if (src->mcp_server != NULL) {
         struct gw_mcp_server_stats ss;
         gw_mcp_server_get_stats(src->mcp_server, &ss);

@@ -249,24 +249,12 @@ void gw__api_ota_refuse(struct gw__api_ota *ota, struct gw_http_req *req,
 {
     cJSON *doc = cJSON_CreateObject();
 
-    if (status == 404) {
-        gw_log(GW_LOG_DEBUG, SUBJECT, "%s %.64s from %s: %d %s",
-               gw_http_req_method(req), gw_http_req_path(req),
-               gw_http_req_peer(req), status, why);
-    } else {
-        GW__API_OTA_LOG(ota, req, GW_LOG_WARN, "%s %.64s from %s: %d %s",
-                        gw_http_req_method(req), gw_http_req_path(req),
-                        gw_http_req_peer(req), status, why);
-    }
+    gw_log_peer(status == 404 ? GW_LOG_DEBUG : GW_LOG_WARN,
+                gw_http_req_peer(req), SUBJECT, "%s %.64s from %s: %d %s",
+                gw_http_req_method(req), gw_http_req_path(req),
+                gw_http_req_peer(req), status, why);
     cJSON_AddStringToObject(doc, "error", why);
     gw__api_send_json(req, status, doc, headers);
-}
-
-bool gw__api_ota_may_log(struct gw__api_ota *ota, struct gw_http_req *req,
-                         uint64_t *left_out)
-{
-    return gw_ratelimit_take(&ota->logs, gw_http_req_peer(req),
-                             uv_now(ota->loop), left_out);
 }
 
 bool gw__api_ota_head(const struct gw_config *cfg, struct gw__api_ota *ota,
@@ -333,7 +321,7 @@ static void serve_lab(const struct gw_config *cfg, struct gw__api_ota *ota,
         return;
     }
     ota->stats.results[GW_OTA_ISSUED]++;
-    GW__API_OTA_LOG(ota, req, GW_LOG_INFO,
+    gw_log_peer(GW_LOG_INFO, gw_http_req_peer(req), SUBJECT,
                     "%s from %s: credentials issued without a binding "
                     "(ota.activation off; board %s, firmware %s)",
                     id, gw_http_req_peer(req), r->board[0] ? r->board : "?",
@@ -393,7 +381,7 @@ static void serve_bound(const struct gw_config *cfg,
                b->client_id, gw_http_req_peer(req), b->id,
                r->board[0] ? r->board : "?", r->version[0] ? r->version : "?");
     } else {
-        GW__API_OTA_LOG(ota, req, GW_LOG_INFO,
+        gw_log_peer(GW_LOG_INFO, gw_http_req_peer(req), SUBJECT,
                         "%s from %s: bound, credentials given before: none "
                         "in this answer%s",
                         b->client_id, gw_http_req_peer(req),
@@ -443,7 +431,7 @@ static void serve_unknown(const struct gw_config *cfg,
         return;
     }
     ota->stats.results[GW_OTA_ACTIVATION]++;
-    GW__API_OTA_LOG(ota, req, GW_LOG_INFO,
+    gw_log_peer(GW_LOG_INFO, gw_http_req_peer(req), SUBJECT,
                     "%s %s from %s: not bound, activation pending (board %s, "
                     "%s)",
                     r->mac, r->uuid, gw_http_req_peer(req),
@@ -481,8 +469,7 @@ void gw__api_ota_serve(const struct gw_http_api_env *env,
     if (r.body_ignored != NULL) {
         char id[GW_CLIENT_ID_MAX + 1];
         ota->stats.bodies_ignored++;
-        GW__API_OTA_LOG(
-            ota, req, GW_LOG_WARN,
+        gw_log_peer(GW_LOG_WARN, gw_http_req_peer(req), SUBJECT,
             "%s from %s: body ignored (%s), provisioned from the headers",
             gw_ota_client_id(cfg->ota.group, r.mac, r.uuid, r.board, id) == 0
                 ? id

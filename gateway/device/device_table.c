@@ -182,6 +182,28 @@ struct gw_device *gw_device_find_label(const struct gw_device_table *t,
     return NULL;
 }
 
+/*
+ * A label another record already holds (a hash collision: not to be
+ * found, but not to be trusted either) is refused to the newcomer: its
+ * items get no name on /mcp, so the first device is never shadowed.
+ */
+static void label_claim(struct gw_device_table *t, struct gw_device *d)
+{
+    const struct gw_device *other = gw_device_find_label(t, d->label);
+    char subject[GW_CLIENT_ID_MAX + 8];
+
+    if (other == NULL) {
+        return;
+    }
+    t->links.stats.label_clashes++;
+    snprintf(subject, sizeof(subject), "dev=%s", d->client_id);
+    gw_log_peer(GW_LOG_WARN, NULL, subject,
+                "label %s is %s's already: this device's tools, resources and "
+                "prompts are not on /mcp",
+                d->label, other->client_id);
+    d->label[0] = '\0';
+}
+
 struct gw_session *gw_device_session(const struct gw_device_table *t,
                                      const char *client_id)
 {
@@ -249,6 +271,7 @@ static struct gw_device *record_add(struct gw_device_table *t,
         return NULL;
     }
     memcpy(d->client_id, client_id, len + 1);
+    label_claim(t, d);
     d->table = t;
     d->state = GW_DEVICE_KNOWN;
     d->presence.since_ms = uv_now(t->loop);
@@ -484,8 +507,9 @@ void gw_device_detach_session(struct gw_device *dev, struct gw_session *s,
         dev->state == GW_DEVICE_KNOWN) {
         char subject[GW_CLIENT_ID_MAX + 8];
         subject_of(dev->client_id, subject, sizeof(subject));
-        GW_LOG(GW_LOG_DEBUG, subject, "offline: %zu MCP request%s failed",
-               dev->link.n_pending, dev->link.n_pending == 1 ? "" : "s");
+        gw_log_peer(GW_LOG_DEBUG, NULL, subject,
+                    "offline: %zu MCP request%s failed", dev->link.n_pending,
+                    dev->link.n_pending == 1 ? "" : "s");
         record_gone(dev, GW_MCP_OFFLINE);
     }
 }
@@ -541,7 +565,8 @@ static bool device_request(struct gw_device_table *t, struct gw_device *d,
     }
     snprintf(text, sizeof(text), "no MCP client of this device declared %s",
              gw_mcp_client_cap_name(need));
-    gw_log(GW_LOG_INFO, subject, "%s refused: %s", rpc->method, text);
+    gw_log_peer(GW_LOG_INFO, NULL, subject, "%s refused: %s", rpc->method,
+                text);
     (void)gw_mcp_link_respond_error(&d->link, rpc->id, GW_RPC_NO_CLIENT, text);
     return true;
 }
@@ -561,8 +586,8 @@ static bool device_notification(struct gw_device_table *t, struct gw_device *d,
 
     if (kind != -2) {
         t->links.stats.list_changed++;
-        gw_log(GW_LOG_INFO, subject, "%s: reading the lists again",
-               m + sizeof("notifications/") - 1);
+        gw_log_peer(GW_LOG_INFO, NULL, subject, "%s: reading the lists again",
+                    m + sizeof("notifications/") - 1);
         /* Its owner reads them (a session here may hear it too). */
         if (t->owns == NULL || t->owns(t->owns_arg, d->client_id)) {
             gw__device_discovery_list_changed(&d->discovery, kind);
@@ -572,7 +597,8 @@ static bool device_notification(struct gw_device_table *t, struct gw_device *d,
     if (strcmp(m, "notifications/progress") == 0) {
         if (!gw__device_link_on_progress(&d->link, rpc)) {
             t->links.stats.unsolicited++;
-            GW_LOG(GW_LOG_DEBUG, subject, "progress for no request: dropped");
+            gw_log_peer(GW_LOG_DEBUG, NULL, subject,
+                        "progress for no request: dropped");
         }
         return true;
     }
@@ -597,7 +623,8 @@ bool gw_device_on_mcp(struct gw_device_table *t, const char *client_id,
     snprintf(subject, sizeof(subject), "dev=%s mcp", client_id);
     if (gw_rpc_classify(payload, &rpc) != 0) {
         t->links.stats.refused++;
-        gw_log(GW_LOG_WARN, subject, "mcp payload is not JSON-RPC: dropped");
+        gw_log_peer(GW_LOG_WARN, NULL, subject,
+                    "mcp payload is not JSON-RPC: dropped");
         return true;
     }
     if (rpc.kind == GW_RPC_RESPONSE) {
@@ -605,7 +632,8 @@ bool gw_device_on_mcp(struct gw_device_table *t, const char *client_id,
             gw__device_link_on_response(&d->link, &rpc);
         } else {
             t->links.stats.unsolicited++;
-            GW_LOG(GW_LOG_DEBUG, subject, "response from an unknown device");
+            gw_log_peer(GW_LOG_DEBUG, NULL, subject,
+                        "response from an unknown device");
         }
         return true;
     }
@@ -646,6 +674,12 @@ void gw_mcp_task_created(struct gw_device *dev, struct gw_mcp_peer *peer,
                          const char *task_id)
 {
     gw__device_peers_task_created(&dev->interests, peer, task_id);
+}
+
+bool gw_mcp_task_owned(const struct gw_device *dev,
+                       const struct gw_mcp_peer *peer, const char *task_id)
+{
+    return gw__device_peers_task_owned(&dev->interests, peer, task_id);
 }
 
 /* ---- shutdown ---- */

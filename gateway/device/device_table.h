@@ -22,6 +22,7 @@
 
 #include "codec/client_id.h"
 #include "codec/envelope.h"
+#include "codec/mcp_tools.h"
 #include "codec/presence.h"
 #include "common/error.h"
 #include "common/hash.h"
@@ -80,7 +81,9 @@ struct gw_device {
     enum gw_device_state state;
     struct gw_device_table *table;
     char client_id[GW_CLIENT_ID_MAX + 1];
-    char label[24]; /* codec/mcp_tools.h device label */
+    /* codec/mcp_tools.h device label; "" while another record holds the
+     * same one (no name on /mcp then: neither is shadowed) */
+    char label[GW_MCP_LABEL_LEN + 1];
     struct gw_device_presence presence;
     struct gw_session *session; /* the live conversation (not owned) */
     struct gw_mcp_link link;
@@ -297,5 +300,11 @@ void gw_mcp_set_level(struct gw_device_table *t, struct gw_device *dev,
  * back): the task's status notifications go to peer. */
 void gw_mcp_task_created(struct gw_device *dev, struct gw_mcp_peer *peer,
                          const char *task_id);
+
+/* Whether peer created task_id on dev: a task is its creator's alone (the
+ * oldest records go when a device's table is full; their tasks then
+ * answer as unknown). */
+bool gw_mcp_task_owned(const struct gw_device *dev,
+                       const struct gw_mcp_peer *peer, const char *task_id);
 
 #endif /* GW_DEVICE_TABLE_H */

@@ -160,8 +160,8 @@ static void list_failed(struct gw_mcp_discovery *disc, const char *why)
     char subject[GW_CLIENT_ID_MAX + 16];
 
     subject_of(disc, subject, sizeof(subject));
-    gw_log(GW_LOG_WARN, subject, "%s page %u failed: %s",
-           kind_method(disc->kind), disc->pages + 1, why);
+    gw_log_peer(GW_LOG_WARN, NULL, subject, "%s page %u failed: %s",
+                kind_method(disc->kind), disc->pages + 1, why);
     if (disc->kind == KIND_TOOLS) {
         run_end(disc, GW_MCP_FAILED);
         return;
@@ -180,14 +180,14 @@ static void list_done(struct gw_mcp_discovery *disc, bool truncated)
     if (disc->kind == KIND_TOOLS) {
         gw_tool_cache_set(disc->cache, disc->acc, truncated);
         disc->acc = NULL;
-        gw_log(GW_LOG_INFO, subject, "%d tools in %u page%s", n, disc->pages,
-               disc->pages == 1 ? "" : "s");
+        gw_log_peer(GW_LOG_INFO, NULL, subject, "%d tools in %u page%s", n,
+                    disc->pages, disc->pages == 1 ? "" : "s");
     } else {
         gw_mcp_catalog_set(disc->catalog, disc->kind, disc->acc, truncated);
         disc->acc = NULL;
-        gw_log(GW_LOG_INFO, subject, "%s: %d item%s in %u page%s",
-               kind_method(disc->kind), n, n == 1 ? "" : "s", disc->pages,
-               disc->pages == 1 ? "" : "s");
+        gw_log_peer(GW_LOG_INFO, NULL, subject, "%s: %d item%s in %u page%s",
+                    kind_method(disc->kind), n, n == 1 ? "" : "s", disc->pages,
+                    disc->pages == 1 ? "" : "s");
     }
     next_list(disc, disc->kind + 1);
 }
@@ -223,12 +223,12 @@ static void on_list_reply(void *arg, const struct gw_mcp_reply *reply)
                                       cJSON_GetArraySize(disc->acc) - 1);
         }
         subject_of(disc, subject, sizeof(subject));
-        gw_log(GW_LOG_WARN, subject,
-               "%s: more than %s (%d) or %d pages: the list is cut%s",
-               kind_method(disc->kind),
-               tools ? "mcp.max_tools" : "mcp.max_list_items", max,
-               DISCOVER_MAX_PAGES,
-               tools ? ", and AI callers may call none of them" : "");
+        gw_log_peer(GW_LOG_WARN, NULL, subject,
+                    "%s: more than %s (%d) or %d pages: the list is cut%s",
+                    kind_method(disc->kind),
+                    tools ? "mcp.max_tools" : "mcp.max_list_items", max,
+                    DISCOVER_MAX_PAGES,
+                    tools ? ", and AI callers may call none of them" : "");
         truncated = true;
         next = NULL;
     }
@@ -306,10 +306,10 @@ static void on_init_reply(void *arg, const struct gw_mcp_reply *reply)
     subject_of(disc, subject, sizeof(subject));
     if (reply->outcome != GW_MCP_OK ||
         gw_mcp_server_info_parse(reply->result, &info) != 0) {
-        gw_log(GW_LOG_WARN, subject, "initialize failed: %s",
-               reply->outcome == GW_MCP_OK
-                   ? "malformed result"
-                   : gw_mcp_outcome_name(reply->outcome));
+        gw_log_peer(GW_LOG_WARN, NULL, subject, "initialize failed: %s",
+                    reply->outcome == GW_MCP_OK
+                        ? "malformed result"
+                        : gw_mcp_outcome_name(reply->outcome));
         run_end(disc, GW_MCP_FAILED);
         return;
     }

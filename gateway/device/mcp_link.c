@@ -314,10 +314,11 @@ static void on_request_timer(uv_timer_t *timer)
     /* An abandoned request was already cancelled toward the device. */
     if (p->fail == GW_MCP_TIMEOUT && p->link != NULL && p->cb != NULL) {
         subject_of(p->link, subject, sizeof(subject));
-        gw_log(GW_LOG_WARN, subject, "request %u from %s timed out%s%s",
-               p->dev_id, gw_mcp_origin_name(p->origin),
-               p->carried ? ": no word from its owner " : "",
-               p->carried ? p->owner : "");
+        gw_log_peer(GW_LOG_WARN, NULL, subject,
+                    "request %u from %s timed out%s%s", p->dev_id,
+                    gw_mcp_origin_name(p->origin),
+                    p->carried ? ": no word from its owner " : "",
+                    p->carried ? p->owner : "");
         if (p->sent) {
             /* Devices ignore notifications today; the spec asks for it. */
             cancel_sent(p, "timed out");
@@ -777,7 +778,8 @@ void gw__device_link_on_response(struct gw_mcp_link *link,
         char subject[GW_CLIENT_ID_MAX + 16];
         subject_of(link, subject, sizeof(subject));
         link->links->stats.unsolicited++;
-        GW_LOG(GW_LOG_DEBUG, subject, "response nobody waits for: dropped");
+        gw_log_peer(GW_LOG_DEBUG, NULL, subject,
+                    "response nobody waits for: dropped");
         return;
     }
     if (rpc->error != NULL) {
@@ -821,7 +823,8 @@ bool gw__device_link_on_progress(struct gw_mcp_link *link,
         /* Late, or for a request whose origin hears none: dropped. */
         char subject[GW_CLIENT_ID_MAX + 16];
         subject_of(link, subject, sizeof(subject));
-        GW_LOG(GW_LOG_DEBUG, subject, "progress nobody waits for: dropped");
+        gw_log_peer(GW_LOG_DEBUG, NULL, subject,
+                    "progress nobody waits for: dropped");
         return p != NULL;
     }
     tell_progress(p, rpc->params);
@@ -850,7 +853,8 @@ void gw_mcp_link_on_remote_reply(struct gw_mcp_link *link, uint32_t id,
         char subject[GW_CLIENT_ID_MAX + 16];
         subject_of(link, subject, sizeof(subject));
         link->links->stats.unsolicited++;
-        GW_LOG(GW_LOG_DEBUG, subject, "carried reply nobody waits for");
+        gw_log_peer(GW_LOG_DEBUG, NULL, subject,
+                    "carried reply nobody waits for");
         return;
     }
     finish(p, outcome, outcome == GW_MCP_OK ? result : NULL,

@@ -383,6 +383,14 @@ void gw__device_peers_task_created(struct gw_mcp_interests *in,
     (void)record_add(in, peer, INTEREST_TASK, task_id);
 }
 
+bool gw__device_peers_task_owned(const struct gw_mcp_interests *in,
+                                 const struct gw_mcp_peer *peer,
+                                 const char *task_id)
+{
+    return task_id != NULL && task_id[0] != '\0' &&
+           record_find(in, peer, INTEREST_TASK, task_id) != NULL;
+}
+
 /* ---- notifications ---- */
 
 /* The peers to tell, gathered first: a peer's notify may change the
@@ -454,11 +462,11 @@ bool gw__device_peers_on_notification(struct gw_mcp_peers *ps,
     subject_of(in, subject, sizeof(subject));
     if (key == NULL) {
         ps->links->stats.refused++;
-        gw_log(GW_LOG_WARN, subject, "%s without a valid %s: dropped",
-               rpc->method,
-               kind == INTEREST_SUBSCRIPTION ? "uri"
-               : kind == INTEREST_TASK       ? "taskId"
-                                             : "level");
+        gw_log_peer(GW_LOG_WARN, NULL, subject,
+                    "%s without a valid %s: dropped", rpc->method,
+                    kind == INTEREST_SUBSCRIPTION ? "uri"
+                    : kind == INTEREST_TASK       ? "taskId"
+                                                  : "level");
         return true;
     }
     tg.n = 0;
@@ -473,8 +481,8 @@ bool gw__device_peers_on_notification(struct gw_mcp_peers *ps,
         }
     }
     if (tg.n == 0) {
-        GW_LOG(GW_LOG_DEBUG, subject, "%s for no listener: dropped",
-               rpc->method);
+        gw_log_peer(GW_LOG_DEBUG, NULL, subject, "%s for no listener: dropped",
+                    rpc->method);
     }
     for (size_t i = 0; i < tg.n; i++) {
         tg.peer[i]->ops->notify(tg.peer[i], dev, rpc->method, rpc->params);

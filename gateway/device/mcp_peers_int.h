@@ -46,6 +46,10 @@ void gw__device_peers_set_level(struct gw_mcp_peers *ps,
 void gw__device_peers_task_created(struct gw_mcp_interests *in,
                                    struct gw_mcp_peer *peer,
                                    const char *task_id);
+/* Whether peer created task_id (a record of it is kept). */
+bool gw__device_peers_task_owned(const struct gw_mcp_interests *in,
+                                 const struct gw_mcp_peer *peer,
+                                 const char *task_id);
 
 /*
  * A notification of dev (whose interests are in): resources/updated,

@@ -92,8 +92,8 @@ static cJSON *checked_read(const struct gw_mcp_relay *relay,
 
     if (gw_mcp_contents_check(result, (size_t)cfg->mcp.max_resource_bytes, NULL,
                               why, sizeof(why)) != 0) {
-        gw_log(GW_LOG_WARN, relay->peer.subject, "resources/read refused: %s",
-               why);
+        gw_log_peer(GW_LOG_WARN, NULL, relay->peer.subject,
+                    "resources/read refused: %s", why);
         *err = cJSON_CreateObject();
         if (*err != NULL) {
             cJSON_AddNumberToObject(*err, "code", GW_RPC_INTERNAL_ERROR);
@@ -247,7 +247,8 @@ static void backend_cancelled(struct gw_mcp_relay *relay, const cJSON *params)
             return;
         }
     }
-    GW_LOG(GW_LOG_DEBUG, relay->peer.subject, "cancel for no waiting request");
+    gw_log_peer(GW_LOG_DEBUG, NULL, relay->peer.subject,
+                "cancel for no waiting request");
 }
 
 /* tools/list: from the cache when it is complete, else from the device. */
@@ -274,7 +275,8 @@ static void backend_tools_list(struct gw_mcp_relay *relay,
         }
         char subject[GW_CLIENT_ID_MAX + 16];
         snprintf(subject, sizeof(subject), "dev=%s mcp", dev->client_id);
-        GW_LOG(GW_LOG_DEBUG, subject, "tools/list answered from the cache");
+        gw_log_peer(GW_LOG_DEBUG, NULL, subject,
+                    "tools/list answered from the cache");
         send_to_backend(relay, gw_rpc_result(rpc->id, result));
         return;
     }
@@ -312,8 +314,8 @@ int gw_mcp_relay_from_backend(struct gw_mcp_relay *relay, struct gw_device *dev,
     }
     if (!gw_mcp_catalog_allows(&dev->catalog, dev->client_id, rpc.method, why,
                                sizeof(why))) {
-        gw_log(GW_LOG_WARN, relay->peer.subject, "backend %s refused: %s",
-               rpc.method, why);
+        gw_log_peer(GW_LOG_WARN, NULL, relay->peer.subject,
+                    "backend %s refused: %s", rpc.method, why);
         forward(relay, dev, &rpc, NULL, GW_RPC_METHOD_NOT_FOUND, why);
         return 0;
     }
@@ -334,7 +336,8 @@ int gw_mcp_relay_from_backend(struct gw_mcp_relay *relay, struct gw_device *dev,
                                     expose, why, sizeof(why))) {
             char subject[GW_CLIENT_ID_MAX + 16];
             snprintf(subject, sizeof(subject), "dev=%s mcp", dev->client_id);
-            gw_log(GW_LOG_WARN, subject, "backend tools/call refused: %s", why);
+            gw_log_peer(GW_LOG_WARN, NULL, subject,
+                        "backend tools/call refused: %s", why);
             forward(relay, dev, &rpc, NULL, GW_RPC_INVALID_PARAMS, why);
             return 0;
         }

@@ -147,7 +147,7 @@ static void adopt(struct gw_http_server *srv, int fd,
     desc.opaque = a; /* given back when lws destroys the connection */
     srv->addr_released = false;
     if (lws_adopt_descriptor_vhost_via_info(&desc) == NULL) {
-        gw_log(GW_LOG_WARN, SUBJECT, "connection refused by lws");
+        gw_log_peer(GW_LOG_WARN, "http", SUBJECT, "connection refused by lws");
         if (!srv->addr_released) {
             gw__http_addr_release(srv, a);
         }

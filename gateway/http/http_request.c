@@ -581,8 +581,8 @@ void gw__http_req_refuse(struct gw_http_req *req, int status, const char *why)
     char body[160];
     int n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}", why);
 
-    gw_log(GW_LOG_WARN, SUBJECT, "%s %.128s from %s: %d %s", req->method,
-           req->path, req->peer, status, why);
+    gw_log_peer(GW_LOG_WARN, req->peer, SUBJECT, "%s %.128s from %s: %d %s",
+                req->method, req->path, req->peer, status, why);
     req->keep_alive = false; /* what is left of the body is not read */
     (void)answer(req, status, "application/json", NULL, body, (size_t)n);
 }
@@ -630,10 +630,10 @@ int gw_http_stream_write(struct gw_http_req *req, const char *data, size_t len)
     }
     if (req->out_bytes + len > MAX_QUEUED) {
         /* A reader this slow would hold any amount of memory. */
-        gw_log(GW_LOG_WARN, SUBJECT,
-               "%s %.128s: stream reader too slow (%zu bytes queued); "
-               "closing",
-               req->peer, req->path, req->out_bytes);
+        gw_log_peer(GW_LOG_WARN, req->peer, SUBJECT,
+                    "%s %.128s: stream reader too slow (%zu bytes queued); "
+                    "closing",
+                    req->peer, req->path, req->out_bytes);
         req_kill(req);
         return GW_ENOSPC;
     }

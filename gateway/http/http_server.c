@@ -94,8 +94,8 @@ static void drop(struct gw_http_req *req, const char *why)
 {
     struct lws *wsi = req->wsi;
 
-    GW_LOG(GW_LOG_DEBUG, SUBJECT, "%s %.128s from %s: %s", req->method,
-           req->path, req->peer, why);
+    gw_log_peer(GW_LOG_DEBUG, req->peer, SUBJECT, "%s %.128s from %s: %s",
+                req->method, req->path, req->peer, why);
     gw__http_req_lost(req);
     if (wsi != NULL) {
         gw__http_conn_kill(wsi);
@@ -227,8 +227,8 @@ void gw__http_watch_write(struct gw_http_req *req)
     if (req->watch != NULL) {
         watch_events(req->watch, UV_DISCONNECT | UV_WRITABLE);
     } else if (req->wsi != NULL && !req->killed && watch_start(req) != 0) {
-        gw_log(GW_LOG_WARN, SUBJECT, "%s: out of descriptors; closing",
-               req->peer);
+        gw_log_peer(GW_LOG_WARN, req->peer, SUBJECT,
+                    "%s: out of descriptors; closing", req->peer);
         req->killed = true;
         gw__http_conn_kill(req->wsi);
     }
@@ -249,8 +249,8 @@ static bool hold_connection(struct gw_http_req *req)
     lws_rx_flow_control(req->wsi, 0);
     req->rx_paused = true;
     if (watch_start(req) != 0) {
-        gw_log(GW_LOG_WARN, SUBJECT, "%s: out of descriptors; closing",
-               req->peer);
+        gw_log_peer(GW_LOG_WARN, req->peer, SUBJECT,
+                    "%s: out of descriptors; closing", req->peer);
         req->state = REQ_FINISHING;
         req->killed = true;
         gw__http_conn_kill(req->wsi);
@@ -402,8 +402,8 @@ static int on_http(struct gw_http_server *srv, struct lws *wsi,
 
     if (open != NULL) {
         /* Input is paused until an answer is out: never here. */
-        gw_log(GW_LOG_WARN, SUBJECT, "%s: request before an answer; closing",
-               open->peer);
+        gw_log_peer(GW_LOG_WARN, open->peer, SUBJECT,
+                    "%s: request before an answer; closing", open->peer);
         gw__http_req_lost(open);
         return -1;
     }
@@ -489,8 +489,9 @@ static void refuse_connection(struct lws *wsi, const char *what,
                       : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
                   peer, sizeof(peer));
     }
-    gw_log(GW_LOG_WARN, SUBJECT, "%s%s%.32s from %s refused; closing", what,
-           detail != NULL ? " " : "", detail != NULL ? detail : "", peer);
+    gw_log_peer(GW_LOG_WARN, peer, SUBJECT,
+                "%s%s%.32s from %s refused; closing", what,
+                detail != NULL ? " " : "", detail != NULL ? detail : "", peer);
 }
 
 static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,

@@ -23,7 +23,7 @@ void gw__mcp_outbound_log(struct gw_mcp_outbound *ob, enum gw_log_level level,
         return;
     }
     if (level <= GW_LOG_INFO &&
-        !gw_ratelimit_take(&ob->log_limit, client_id, uv_now(ob->loop),
+        !gw_log_limit_take(&ob->log_limit, client_id, uv_now(ob->loop),
                            &skipped)) {
         return;
     }
@@ -31,12 +31,7 @@ void gw__mcp_outbound_log(struct gw_mcp_outbound *ob, enum gw_log_level level,
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    if (skipped > 0) {
-        gw_log(level, subject, "%s (%llu more not logged before this)", text,
-               (unsigned long long)skipped);
-    } else {
-        gw_log(level, subject, "%s", text);
-    }
+    gw_log_skipped(level, subject, skipped, text);
 }
 
 int gw__mcp_outbound_publish(struct gw_mcp_outbound *ob, const char *client_id,

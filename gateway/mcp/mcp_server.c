@@ -250,8 +250,9 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
                  "too many sessions (mcp.max_sessions %d): end one with "
                  "DELETE, or retry later",
                  config(p->srv)->mcp.max_sessions);
-        gw_log(GW_LOG_WARN, "mcp", "initialize from %s refused: %s",
-               gw_http_req_peer(p->req), text);
+        gw_log_peer(GW_LOG_WARN, gw_http_req_peer(p->req), "mcp",
+                    "initialize from %s refused: %s", gw_http_req_peer(p->req),
+                    text);
         msg = gw_rpc_error(rpc->id, GW_MCP_SESSIONS_FULL, text);
         gw__mcp_server_respond(p->req, NULL, 503, msg);
         cJSON_Delete(msg);
@@ -269,9 +270,9 @@ static void initialize(struct post *p, const struct gw_rpc *rpc)
     p->srv->stats.requests++;
     cl->caps = endpoint_caps(dev);
     cl->client_caps = gw_mcp_client_caps_parse(rpc->params);
-    gw_log(GW_LOG_INFO, cl->subject,
-           "session opened on %s (protocol %s, client capabilities 0x%x)",
-           gw_http_req_path(p->req), version, cl->client_caps);
+    gw_log_peer(GW_LOG_INFO, gw_http_req_peer(p->req), cl->subject,
+                "session opened on %s (protocol %s, client capabilities 0x%x)",
+                gw_http_req_path(p->req), version, cl->client_caps);
     result = initialize_result(version, p->client_id, cl->caps);
     msg = result != NULL ? gw_rpc_result(rpc->id, result) : NULL;
     if (msg == NULL) {
@@ -289,7 +290,8 @@ static void notification(struct gw_mcp_client *cl, const struct gw_rpc *rpc)
         const cJSON *rid =
             cJSON_GetObjectItemCaseSensitive(rpc->params, "requestId");
         if (!gw__mcp_server_pending_cancel(cl, rid)) {
-            GW_LOG(GW_LOG_DEBUG, cl->subject, "cancel for no waiting request");
+            gw_log_peer(GW_LOG_DEBUG, NULL, cl->subject,
+                        "cancel for no waiting request");
         }
     }
 }
@@ -568,8 +570,9 @@ static void method_not_allowed(struct post *p)
         gw_rpc_error(NULL, GW_RPC_INVALID_REQUEST, "method not allowed");
     char *body = msg != NULL ? cJSON_PrintUnformatted(msg) : NULL;
 
-    gw_log(GW_LOG_WARN, p->subject, "%s %s refused with 405",
-           gw_http_req_method(p->req), gw_http_req_path(p->req));
+    gw_log_peer(GW_LOG_WARN, gw_http_req_peer(p->req), p->subject,
+                "%s %s refused with 405", gw_http_req_method(p->req),
+                gw_http_req_path(p->req));
     p->srv->stats.rejected++;
     (void)gw_http_respond(p->req, 405, "application/json", headers,
                           body != NULL ? body : "",

@@ -79,8 +79,9 @@ static void on_ask_timeout(uv_timer_t *timer)
 {
     struct gw_mcp_ask *ask = timer->data;
 
-    gw_log(GW_LOG_WARN, ask->cl->subject, "%s %s from %s: no answer in time",
-           ask->method, ask->id, ask->dev->client_id);
+    gw_log_peer(GW_LOG_WARN, NULL, ask->cl->subject,
+                "%s %s from %s: no answer in time", ask->method, ask->id,
+                ask->dev->client_id);
     ask->srv->stats.asks_timeout++;
     to_device(ask->dev, ask->device_id, GW_RPC_TIMEOUT,
               "the MCP client did not answer in time");
@@ -124,8 +125,9 @@ static void refuse(struct gw_mcp_server *srv, struct gw_device *dev,
 {
     char subject[GW_CLIENT_ID_MAX + 8];
 
-    gw_log(GW_LOG_WARN, subject_of(dev, subject, sizeof(subject)),
-           "%s from the device refused (%d): %s", rpc->method, code, message);
+    gw_log_peer(
+        GW_LOG_WARN, dev->client_id, subject_of(dev, subject, sizeof(subject)),
+        "%s from the device refused (%d): %s", rpc->method, code, message);
     srv->stats.asks_refused++;
     to_device(dev, rpc->id, code, message);
 }
@@ -184,8 +186,8 @@ static void ask_start(struct gw_mcp_server *srv, struct gw_device *dev,
         &ask->timer, on_ask_timeout,
         timeout_ms > 0 ? (uint64_t)timeout_ms : ASK_TIMEOUT_DEFAULT_MS, 0);
     srv->stats.asks++;
-    gw_log(GW_LOG_INFO, cl->subject, "%s from %s sent as %s", ask->method,
-           dev->client_id, ask->id);
+    gw_log_peer(GW_LOG_INFO, NULL, cl->subject, "%s from %s sent as %s",
+                ask->method, dev->client_id, ask->id);
     (void)gw__mcp_server_notify(cl, msg);
     cJSON_Delete(msg);
 }
@@ -213,8 +215,8 @@ static bool withdrawn(struct gw_mcp_server *srv, const struct gw_device *dev,
     if (ask == NULL) {
         return false; /* not one of ours: maybe the backend's */
     }
-    gw_log(GW_LOG_INFO, ask->cl->subject, "%s %s withdrawn by %s", ask->method,
-           ask->id, dev->client_id);
+    gw_log_peer(GW_LOG_INFO, NULL, ask->cl->subject, "%s %s withdrawn by %s",
+                ask->method, ask->id, dev->client_id);
     srv->stats.asks_dropped++;
     cancel_toward_client(ask, cJSON_IsString(reason) ? reason->valuestring
                                                      : "withdrawn by the "
@@ -280,8 +282,8 @@ void gw__mcp_server_ask_answered(struct gw_mcp_client *cl,
     }
     if (ask == NULL) {
         /* late (timed out, withdrawn) or made up: nothing waits for it */
-        gw_log(GW_LOG_INFO, cl->subject,
-               "a response to no waiting device request dropped");
+        gw_log_peer(GW_LOG_INFO, NULL, cl->subject,
+                    "a response to no waiting device request dropped");
         return;
     }
     if (rpc->result != NULL) {
@@ -296,8 +298,8 @@ void gw__mcp_server_ask_answered(struct gw_mcp_client *cl,
         (void)gw_mcp_link_respond(&ask->dev->link, ask->device_id, result,
                                   error);
     }
-    GW_LOG(GW_LOG_DEBUG, cl->subject, "%s %s answered (%s)", ask->method,
-           ask->id, rpc->result != NULL ? "result" : "error");
+    gw_log_peer(GW_LOG_DEBUG, NULL, cl->subject, "%s %s answered (%s)",
+                ask->method, ask->id, rpc->result != NULL ? "result" : "error");
     cl->srv->stats.asks_answered++;
     ask_free(ask);
 }
@@ -315,8 +317,9 @@ void gw__mcp_server_asks_client_gone(struct gw_mcp_client *cl)
         if (ask->cl != cl) {
             continue;
         }
-        gw_log(GW_LOG_INFO, cl->subject, "%s %s from %s: the client went away",
-               ask->method, ask->id, ask->dev->client_id);
+        gw_log_peer(GW_LOG_INFO, NULL, cl->subject,
+                    "%s %s from %s: the client went away", ask->method, ask->id,
+                    ask->dev->client_id);
         cl->srv->stats.asks_dropped++;
         to_device(ask->dev, ask->device_id, GW_RPC_NO_CLIENT,
                   "the MCP client went away");

@@ -72,7 +72,7 @@ void gw__mcp_server_client_end(struct gw_mcp_client *cl, const char *why)
 {
     struct gw_mcp_server *srv = cl->srv;
 
-    gw_log(GW_LOG_INFO, cl->subject, "session ended: %s", why);
+    gw_log_peer(GW_LOG_INFO, NULL, cl->subject, "session ended: %s", why);
     gw__mcp_server_asks_client_gone(cl);
     gw_mcp_peer_leave(srv->env.devices, &cl->peer);
     gw__mcp_server_pending_end_all(cl);

@@ -86,7 +86,8 @@ static void exchange_gone(struct gw_http_req *req, void *arg)
         p->ex = NULL;
         gw__mcp_server_pending_finish(p, NULL);
     }
-    GW_LOG(GW_LOG_DEBUG, cl->subject, "client went away before the answer");
+    gw_log_peer(GW_LOG_DEBUG, NULL, cl->subject,
+                "client went away before the answer");
     cJSON_Delete(ex->replies);
     free(ex);
 }
@@ -104,8 +105,8 @@ static void exchange_stream(struct gw_mcp_exchange *ex)
     if (rc != 0) {
         /* The request is being dropped, without a gone report (nothing
          * is owed to it any more): its requests go now, as if it left. */
-        gw_log(GW_LOG_WARN, ex->cl->subject, "cannot stream the answer: %s",
-               gw_strerror(rc));
+        gw_log_peer(GW_LOG_WARN, NULL, ex->cl->subject,
+                    "cannot stream the answer: %s", gw_strerror(rc));
         exchange_gone(ex->req, ex);
         return;
     }
@@ -199,8 +200,8 @@ bool gw__mcp_server_pending_cancel(struct gw_mcp_client *cl,
     if (p == NULL) {
         return false;
     }
-    GW_LOG(GW_LOG_INFO, cl->subject, "%s to %s cancelled by client", p->method,
-           p->client_id);
+    gw_log_peer(GW_LOG_INFO, NULL, cl->subject, "%s to %s cancelled by client",
+                p->method, p->client_id);
     gw_mcp_abandon(gw_device_table_links(cl->srv->env.devices), p->handle);
     /* MCP: a cancelled request gets no response. Its POST still ends:
      * 202 when nothing else of it has an answer, or its stream ends. */
@@ -223,8 +224,9 @@ void gw__mcp_server_pending_reply(void *arg, const struct gw_mcp_reply *reply)
         }
     } else {
         if (reply->outcome != GW_MCP_ERROR) {
-            gw_log(GW_LOG_INFO, p->cl->subject, "%s to %s: %s", p->method,
-                   p->client_id, gw_mcp_outcome_name(reply->outcome));
+            gw_log_peer(GW_LOG_INFO, NULL, p->cl->subject, "%s to %s: %s",
+                        p->method, p->client_id,
+                        gw_mcp_outcome_name(reply->outcome));
         }
         if ((body = cJSON_Duplicate(reply->error, true)) != NULL) {
             msg = gw_rpc_error_with(p->id, body);
@@ -268,8 +270,8 @@ static void pending_progress(void *arg, const cJSON *params)
     if (p->ex != NULL && p->ex->streaming) {
         gw__mcp_server_event_write(p->ex->req, msg);
     } else if (!gw__mcp_server_notify(cl, msg)) {
-        GW_LOG(GW_LOG_DEBUG, cl->subject,
-               "progress of %s dropped: no stream to carry it", p->method);
+        gw_log_peer(GW_LOG_DEBUG, NULL, cl->subject,
+                    "progress of %s dropped: no stream to carry it", p->method);
     }
     cJSON_Delete(msg);
 }
@@ -303,7 +305,8 @@ cJSON *gw__mcp_server_forward(struct gw_mcp_exchange *ex,
         opts.on_progress = pending_progress;
     }
     if (strcmp(method, "tools/call") != 0) { /* that one says which tool */
-        GW_LOG(GW_LOG_DEBUG, cl->subject, "%s to %s", method, dev->client_id);
+        gw_log_peer(GW_LOG_DEBUG, NULL, cl->subject, "%s to %s", method,
+                    dev->client_id);
     }
     gw_mcp_request_with(gw_device_table_links(cl->srv->env.devices), &dev->link,
                         method, params, &opts, GW_MCP_FROM_CLIENT,

@@ -227,8 +227,8 @@ static cJSON *read_shape(struct gw__mcp_pending *p,
                                    : 0,
                                NULL, why, sizeof(why));
     if (rc != 0) {
-        gw_log(GW_LOG_WARN, p->cl->subject,
-               "resources/read from %s refused: %s", p->client_id, why);
+        gw_log_peer(GW_LOG_WARN, NULL, p->cl->subject,
+                    "resources/read from %s refused: %s", p->client_id, why);
         p->cl->srv->stats.refused++;
         return gw_rpc_error(
             p->id, GW_RPC_INTERNAL_ERROR,
@@ -484,8 +484,8 @@ static void peer_notify(struct gw_mcp_peer *peer, const struct gw_device *dev,
     }
     cl->srv->stats.notifications++;
     if (!gw__mcp_server_notify(cl, msg)) {
-        GW_LOG(GW_LOG_DEBUG, cl->subject, "%s from %s dropped: no stream",
-               method, dev->client_id);
+        gw_log_peer(GW_LOG_DEBUG, NULL, cl->subject,
+                    "%s from %s dropped: no stream", method, dev->client_id);
     }
     cJSON_Delete(msg);
 }

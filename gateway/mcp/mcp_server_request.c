@@ -19,8 +19,8 @@
 cJSON *gw__mcp_server_refuse(struct gw_mcp_client *cl, const struct gw_rpc *rpc,
                              int code, const char *message)
 {
-    gw_log(GW_LOG_WARN, cl->subject, "%s refused (%d): %s", rpc->method, code,
-           message);
+    gw_log_peer(GW_LOG_WARN, NULL, cl->subject, "%s refused (%d): %s",
+                rpc->method, code, message);
     cl->srv->stats.refused++;
     return gw_rpc_error(rpc->id, code, message);
 }

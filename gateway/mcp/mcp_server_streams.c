@@ -51,8 +51,9 @@ void gw__mcp_server_reject(struct gw_mcp_server *srv, struct gw_http_req *req,
 {
     cJSON *msg = gw_rpc_error(NULL, code, message);
 
-    gw_log(GW_LOG_WARN, subject, "%s %s refused with %d: %s",
-           gw_http_req_method(req), gw_http_req_path(req), status, message);
+    gw_log_peer(GW_LOG_WARN, gw_http_req_peer(req), subject,
+                "%s %s refused with %d: %s", gw_http_req_method(req),
+                gw_http_req_path(req), status, message);
     srv->stats.rejected++;
     gw__mcp_server_respond(req, cl, status, msg);
     cJSON_Delete(msg);
@@ -112,8 +113,8 @@ static void stream_gone(struct gw_http_req *req, void *arg)
     free(st);
     /* idle time counts from the end of the last stream */
     gw__mcp_server_touch(cl);
-    GW_LOG(GW_LOG_DEBUG, cl->subject, "stream closed (%zu left)",
-           cl->n_streams);
+    gw_log_peer(GW_LOG_DEBUG, NULL, cl->subject, "stream closed (%zu left)",
+                cl->n_streams);
 }
 
 /* A write error ends the stream in the HTTP server, which then reports it
@@ -141,8 +142,8 @@ void gw__mcp_server_stream_open(struct gw_mcp_client *cl,
     snprintf(id_header, sizeof(id_header), "Mcp-Session-Id: %s", cl->id);
     if ((rc = gw_http_stream_begin(req, 200, "text/event-stream", headers)) !=
         0) {
-        gw_log(GW_LOG_WARN, cl->subject, "cannot open stream: %s",
-               gw_strerror(rc));
+        gw_log_peer(GW_LOG_WARN, NULL, cl->subject, "cannot open stream: %s",
+                    gw_strerror(rc));
         free(st);
         return;
     }
@@ -154,8 +155,8 @@ void gw__mcp_server_stream_open(struct gw_mcp_client *cl,
     cl->srv->stats.streams_open++;
     gw_http_req_on_gone(req, stream_gone, st);
     gw__mcp_server_touch(cl);
-    GW_LOG(GW_LOG_DEBUG, cl->subject, "stream opened (%zu open)",
-           cl->n_streams);
+    gw_log_peer(GW_LOG_DEBUG, NULL, cl->subject, "stream opened (%zu open)",
+                cl->n_streams);
 }
 
 bool gw__mcp_server_notify(struct gw_mcp_client *cl, const cJSON *msg)

@@ -4,7 +4,8 @@
  * go to it alone) and its id renamed on /mcp (<label>.<device task id>);
  * tasks/get, tasks/result and tasks/cancel go to the device the id names;
  * tasks/list only on a device endpoint (ids of many devices have no one
- * order to page in).
+ * order to page in). A task is its creating session's alone: another
+ * session's task answers as unknown and is left out of tasks/list.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +51,8 @@ int gw__mcp_server_task_created(struct gw__mcp_pending *p, cJSON *result)
     if (dev != NULL) {
         gw_mcp_task_created(dev, &p->cl->peer, id->valuestring);
     }
-    GW_LOG(GW_LOG_DEBUG, p->cl->subject, "task %s created on %s",
-           id->valuestring, p->client_id);
+    gw_log_peer(GW_LOG_DEBUG, NULL, p->cl->subject, "task %s created on %s",
+                id->valuestring, p->client_id);
     return p->label[0] != '\0' ? rename_task_id(task, p->label) : 0;
 }
 
@@ -64,8 +65,9 @@ static cJSON *task_shape(struct gw__mcp_pending *p,
 
     if (reply->outcome != GW_MCP_OK) {
         if (reply->outcome != GW_MCP_ERROR) {
-            gw_log(GW_LOG_INFO, p->cl->subject, "%s to %s: %s", p->method,
-                   p->client_id, gw_mcp_outcome_name(reply->outcome));
+            gw_log_peer(GW_LOG_INFO, NULL, p->cl->subject, "%s to %s: %s",
+                        p->method, p->client_id,
+                        gw_mcp_outcome_name(reply->outcome));
         }
         body = cJSON_Duplicate(reply->error, true);
         return body != NULL ? gw_rpc_error_with(p->id, body) : NULL;
@@ -80,6 +82,33 @@ static cJSON *task_shape(struct gw__mcp_pending *p,
                            p->label) != 0) {
             cJSON_Delete(body);
             return NULL;
+        }
+    }
+    return gw_rpc_result(p->id, body);
+}
+
+/* tasks/list: the device's page less the tasks of other sessions. */
+static cJSON *list_shape(struct gw__mcp_pending *p,
+                         const struct gw_mcp_reply *reply)
+{
+    const struct gw_device *dev;
+    cJSON *body, *tasks;
+    int i;
+
+    if (reply->outcome != GW_MCP_OK) {
+        return task_shape(p, reply);
+    }
+    if ((body = cJSON_Duplicate(reply->result, true)) == NULL) {
+        return NULL;
+    }
+    dev = gw_device_find(p->cl->srv->env.devices, p->client_id);
+    tasks = cJSON_GetObjectItemCaseSensitive(body, "tasks");
+    for (i = cJSON_GetArraySize(tasks) - 1; i >= 0; i--) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(tasks, i), "taskId");
+        if (dev == NULL || !cJSON_IsString(id) ||
+            !gw_mcp_task_owned(dev, &p->cl->peer, id->valuestring)) {
+            cJSON_DeleteItemFromArray(tasks, i);
         }
     }
     return gw_rpc_result(p->id, body);
@@ -123,7 +152,7 @@ cJSON *gw__mcp_server_tasks(struct gw_mcp_exchange *ex,
         }
         return gw__mcp_server_forward(
             ex, rpc, dev, method,
-            gw__mcp_server_params_pick(rpc->params, keep_list), 0, NULL,
+            gw__mcp_server_params_pick(rpc->params, keep_list), 0, list_shape,
             started);
     }
     if (!cJSON_IsString(id) || id->valuestring[0] == '\0') {
@@ -139,6 +168,11 @@ cJSON *gw__mcp_server_tasks(struct gw_mcp_exchange *ex,
     }
     if ((dev = gw__mcp_server_target(cl, rpc, label, method, &err)) == NULL) {
         return err;
+    }
+    if (!gw_mcp_task_owned(dev, &cl->peer, own)) {
+        snprintf(text, sizeof(text), "Unknown task: %.*s", GW_MCP_URI_MAX,
+                 id->valuestring);
+        return gw__mcp_server_refuse(cl, rpc, GW_RPC_INVALID_PARAMS, text);
     }
     /* tasks/result waits for the task's end, which may take long. */
     if (strcmp(method, "tasks/result") == 0 &&

@@ -176,8 +176,8 @@ static cJSON *call_shape(struct gw__mcp_pending *p,
         body = refused_result(reply->error);
         return body != NULL ? gw_rpc_result(p->id, body) : NULL;
     default:
-        gw_log(GW_LOG_INFO, p->cl->subject, "tools/call to %s: %s",
-               p->client_id, gw_mcp_outcome_name(reply->outcome));
+        gw_log_peer(GW_LOG_INFO, NULL, p->cl->subject, "tools/call to %s: %s",
+                    p->client_id, gw_mcp_outcome_name(reply->outcome));
         body = cJSON_Duplicate(reply->error, true);
         return body != NULL ? gw_rpc_error_with(p->id, body) : NULL;
     }
@@ -233,8 +233,9 @@ cJSON *gw__mcp_server_tools_call(struct gw_mcp_exchange *ex,
      * the client wrote it. */
     if (!gw_tool_cache_may_call(&dev->tools, GW_TOOLS_FOR_CLIENT, tool,
                                 expose_user_tools(srv), why, sizeof(why))) {
-        gw_log(GW_LOG_WARN, cl->subject, "tools/call %s on %s refused: %s",
-               tool, dev->client_id, why);
+        gw_log_peer(GW_LOG_WARN, NULL, cl->subject,
+                    "tools/call %s on %s refused: %s", tool, dev->client_id,
+                    why);
         srv->stats.refused++;
         return gw_rpc_error(rpc->id, GW_RPC_INVALID_PARAMS, why);
     }
@@ -248,8 +249,8 @@ cJSON *gw__mcp_server_tools_call(struct gw_mcp_exchange *ex,
         cJSON_Delete(params);
         params = NULL;
     }
-    GW_LOG(GW_LOG_DEBUG, cl->subject, "tools/call %s on %s", tool,
-           dev->client_id);
+    gw_log_peer(GW_LOG_DEBUG, NULL, cl->subject, "tools/call %s on %s", tool,
+                dev->client_id);
     return gw__mcp_server_forward(ex, rpc, dev, "tools/call", params, 0,
                                   call_shape, started);
 }

@@ -418,7 +418,8 @@ static int call_request(struct gw_device_calls *c, const char *body, size_t len,
     struct gw_device_call *call;
 
     if (gw_call_request_parse(body, len, &rq, &why) != 0) {
-        gw_log(GW_LOG_WARN, SUBJECT, "call request from %s: 400 %s", peer, why);
+        gw_log_peer(GW_LOG_WARN, peer, SUBJECT, "call request from %s: 400 %s",
+                    peer, why);
         return answer(c, API_REQUEST, GW_DEVICE_CALL_ANSWER_BAD_REQUEST, why,
                       NULL, out);
     }
@@ -505,7 +506,8 @@ static int call_accept(struct gw_device_calls *c, const char *body, size_t len,
     struct gw_session *callee;
 
     if (gw_call_accept_parse(body, len, &rq, &why) != 0) {
-        gw_log(GW_LOG_WARN, SUBJECT, "call accept from %s: 400 %s", peer, why);
+        gw_log_peer(GW_LOG_WARN, peer, SUBJECT, "call accept from %s: 400 %s",
+                    peer, why);
         return answer(c, API_ACCEPT, GW_DEVICE_CALL_ANSWER_BAD_REQUEST, why,
                       NULL, out);
     }
@@ -516,8 +518,8 @@ static int call_accept(struct gw_device_calls *c, const char *body, size_t len,
     }
     call = call_of_mac(c, rq.mac, true);
     if (call == NULL || call->state != GW_DEVICE_CALL_RINGING) {
-        gw_log(GW_LOG_WARN, SUBJECT, "call accept for %s from %s: no_pending",
-               rq.mac, peer);
+        gw_log_peer(GW_LOG_WARN, peer, SUBJECT,
+                    "call accept for %s from %s: no_pending", rq.mac, peer);
         return answer(c, API_ACCEPT, GW_DEVICE_CALL_ANSWER_NO_PENDING,
                       "no call is waiting for this device", NULL, out);
     }

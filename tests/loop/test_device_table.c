@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "codec/envelope.h"
+#include "codec/mcp_tools.h"
 #include "codec/presence.h"
 #include "config/config.h"
 #include "fixture.h"
@@ -152,6 +153,38 @@ static bool answer_latest(struct gw_device *d, const char *member)
 }
 
 /* ---- presence: arrivals, departures, take-over order ------------------ */
+
+/* Two online devices with one label (a collision, made here by giving the
+ * first the label the second will have): the later gets none, so it
+ * cannot be found by it and the first is not shadowed; it is counted. */
+static void test_label_clash(void **state)
+{
+    struct gw_device *a, *b;
+    char taken[GW_MCP_LABEL_LEN + 1];
+
+    (void)state;
+    start("{\"discover\":false}");
+    assert_int_equal(gw_mcp_device_label(DEV2, strlen(DEV2), taken), 0);
+    assert_int_equal(presence(DEV, true, "10.1.2.3", 1), GW_PRESENCE_ARRIVED);
+    a = gw_device_find(&T.t, DEV);
+    assert_non_null(a);
+    memcpy(a->label, taken, sizeof(taken));
+    assert_int_equal(presence(DEV2, true, "10.1.2.4", 2), GW_PRESENCE_ARRIVED);
+    b = gw_device_find(&T.t, DEV2);
+    assert_non_null(b);
+    assert_string_equal(b->label, "");
+    assert_ptr_equal(gw_device_find_label(&T.t, taken), a);
+    assert_int_equal(gw_device_table_mcp_stats(&T.t)->label_clashes, 1);
+    /* Its tools cannot be named on /mcp. */
+    char name[GW_MCP_TOOL_NAME_MAX + 1];
+    assert_int_equal(gw_mcp_aggregate_name(b->label, "x", name, sizeof(name)),
+                     GW_EINVAL);
+    /* A third device, no clash: a label of its own. */
+    assert_int_equal(presence(DEV3, true, "10.1.2.5", 3), GW_PRESENCE_ARRIVED);
+    assert_int_equal(strlen(gw_device_find(&T.t, DEV3)->label),
+                     GW_MCP_LABEL_LEN);
+    assert_int_equal(gw_device_table_mcp_stats(&T.t)->label_clashes, 1);
+}
 
 static void test_presence_arrive_and_leave(void **state)
 {
@@ -734,6 +767,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_presence_takeover_order, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_presence_bad_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_label_clash, setup, teardown),
         cmocka_unit_test_setup_teardown(test_presence_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offline_marks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_makes_record, setup,

@@ -611,8 +611,9 @@ static void test_refusals(void **state)
                    "warning, error, critical, alert or emergency");
     /* A label no online device has: offline, as for tools. */
     assert_refused("/mcp", agg, "prompts/get",
-                   "{\"name\":\"a0b0c0d0e0f0-01234567.greeting\"}", -32002,
-                   "no online device has label a0b0c0d0e0f0-01234567");
+                   "{\"name\":\"a0b0c0d0e0f0-0123456789abcdef.greeting\"}",
+                   -32002,
+                   "no online device has label a0b0c0d0e0f0-0123456789abcdef");
     assert_int_equal(metric_value("hybridgw_mcp_server_refused_total"),
                      sizeof(refused) / sizeof(refused[0]) + 7);
 
@@ -885,7 +886,7 @@ static void test_prompts_completion_logging(void **state)
  */
 static void test_tasks_and_cancel(void **state)
 {
-    char agg[64], params[512], want[256];
+    char agg[64], other[64], params[512], want[256];
     struct hc_client *c, *st;
     unsigned i, j;
 
@@ -926,10 +927,25 @@ static void test_tasks_and_cancel(void **state)
     take(c, &R);
     assert_non_null(strstr(R.body, want));
 
+    /* Another session: the task is not its own, so it is unknown there,
+     * and nothing goes to the device. */
+    cJSON_Delete(initialize("/mcp", INIT_BODY("{}"), other));
+    for (int k = 0; k < 3; k++) {
+        static const char *const methods[] = {"tasks/get", "tasks/result",
+                                              "tasks/cancel"};
+        snprintf(params, sizeof(params),
+                 "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"%s\","
+                 "\"params\":{\"taskId\":\"%s.job-1\"}}",
+                 methods[k], T.label);
+        post("/mcp", other, params, &R);
+        assert_non_null(strstr(R.body, "\"code\":-32602"));
+        assert_non_null(strstr(R.body, "Unknown task"));
+    }
+
     /* cancelled by the client while it waits */
     snprintf(params, sizeof(params),
              "{\"jsonrpc\":\"2.0\",\"id\":\"r5\",\"method\":\"tasks/result\","
-             "\"params\":{\"taskId\":\"%s.job-2\"}}",
+             "\"params\":{\"taskId\":\"%s.job-1\"}}",
              T.label);
     c = send_req("POST", "/mcp", agg, "application/json", params);
     i = wait_down(i + 1, "tasks/result");

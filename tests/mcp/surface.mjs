@@ -393,7 +393,7 @@ async function partMain(o) {
         await section('progress', () => progressChecks(m));
         await section('progress, raw', () => rawProgressChecks(o, espUrl));
         await section('cancellation', () => cancelChecks(m));
-        await section('tasks', () => taskChecks(m));
+        await section('tasks', () => taskChecks(opened, espUrl, m));
         await section('requests to the client', () => clientRequestChecks(o, opened, espUrl, m));
         await section('subscriptions', () => subscribeChecks(opened, espUrl, m));
         await section('/mcp', () => aggregatedChecks(o, opened, blob));
@@ -749,7 +749,7 @@ async function cancelChecks(m) {
     });
 }
 
-async function taskChecks(m) {
+async function taskChecks(opened, url, m) {
     const tasks = m.client.experimental.tasks;
     const options = { task: { ttl: 60000 }, timeout: REQ_MS };
     let id;
@@ -799,6 +799,7 @@ async function taskChecks(m) {
         const l = await tasks.listTasks(undefined, { timeout: REQ_MS });
         return [l.tasks.some((t) => t.taskId === id), json(l)];
     });
+    await strangerChecks(opened, url, id, '');
     await step('tasks/cancel of a long job: cancelled, and tasks/get says so', async () => {
         const c = await m.client.request(
             { method: 'tools/call', params: { name: 'self.sim.job', arguments: { ms: 30000 } } },
@@ -810,6 +811,27 @@ async function taskChecks(m) {
         const g = await tasks.getTask(long, { timeout: REQ_MS });
         return [x.status === 'cancelled' && g.status === 'cancelled', `${long}: ${json(x)} ${json(g)}`];
     });
+}
+
+// A task is its creating session's alone: another session on url gets
+// "Unknown task" for it, as for an id that never was, and does not list it.
+async function strangerChecks(opened, url, id, where) {
+    const x = await opened(url, { name: 'surface-stranger' });
+    const tasks = x.client.experimental.tasks;
+    const unknown = (msg) => /Unknown task/.test(msg);
+    await step(`${where}another session: tasks/get of ${id} is an unknown task`, () =>
+        refused(tasks.getTask(id, { timeout: REQ_MS }), -32602, unknown));
+    await step(`${where}another session: tasks/result of it is an unknown task`, () =>
+        refused(tasks.getTaskResult(id, CallToolResultSchema, { timeout: REQ_MS }), -32602, unknown));
+    await step(`${where}another session: tasks/cancel of it is an unknown task`, () =>
+        refused(tasks.cancelTask(id, { timeout: REQ_MS }), -32602, unknown));
+    if (where === '') {
+        await step('another session: tasks/list does not list it', async () => {
+            const l = await tasks.listTasks(undefined, { timeout: REQ_MS });
+            return [!l.tasks.some((t) => t.taskId === id), json(l)];
+        });
+    }
+    await x.close();
 }
 
 async function clientRequestChecks(o, opened, url, m) {
@@ -970,7 +992,7 @@ async function aggregatedChecks(o, opened, blob) {
     const tools = (await listAll(g.client, 'listTools', 'tools')).map((t) => t.name);
     const first = tools.find((t) => t.startsWith(`${mac}-`));
     const label = first?.slice(0, first.indexOf('.'));
-    check(`/mcp: the esp device's label (${label})`, /^[0-9a-f]{12}-[0-9a-f]{8}$/.test(label ?? ''),
+    check(`/mcp: the esp device's label (${label})`, /^[0-9a-f]{12}-[0-9a-f]{16}$/.test(label ?? ''),
         tools.join(','));
     const pre = `hybridgw://${label}/`;
     const read = (uri) => g.client.readResource({ uri: pre + uri }, { timeout: REQ_MS });
@@ -1066,6 +1088,16 @@ async function aggregatedChecks(o, opened, blob) {
                 `${id}: ${json(t)} ${json(r)}`,
             ];
         });
+    const made = await g.client.request(
+        { method: 'tools/call', params: { name: `${label}.self.sim.job`, arguments: { ms: 30000 } } },
+        CreateTaskResultSchema,
+        { task: { ttl: 60000 }, timeout: REQ_MS }
+    );
+    await strangerChecks(opened, `${o.base}/mcp`, made.task.taskId, '/mcp ');
+    await step('/mcp: the session that made it still cancels its task', async () => {
+        const x = await g.client.experimental.tasks.cancelTask(made.task.taskId, { timeout: REQ_MS });
+        return [x.status === 'cancelled', json(x)];
+    });
     await step('/mcp tasks/list is refused (only on the device endpoint)', async () => {
         try {
             return [false, json(await g.client.experimental.tasks.listTasks(undefined, { timeout: REQ_MS }))];

@@ -1,10 +1,13 @@
 /*
  * The logger: level filtering, the subject prefix, masking of control
- * characters in text lines and valid JSON in JSON lines.
+ * characters in text lines, valid JSON in JSON lines, and the limit on
+ * lines peers trigger.
  */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -115,12 +118,51 @@ static void test_json_truncated(void **state)
     cJSON_Delete(root);
 }
 
+/* 1,000 lines of one peer at once: a burst gets through, the rest are
+ * counted; filtered lines cost nothing; another peer still gets its line. */
+static void test_peer_limit(void **state)
+{
+    char line[512];
+    FILE *tmp = tmpfile();
+    int saved = dup(STDERR_FILENO);
+    uint64_t before = gw_log_peer_suppressed(), skipped = 7;
+    size_t lines = 0;
+
+    (void)state;
+    gw_log_set_level(GW_LOG_INFO);
+    gw_log_set_format(GW_LOG_TEXT);
+    assert_false(gw_log_peer_may(GW_LOG_DEBUG, "flood", &skipped));
+    assert_int_equal(skipped, 0);
+    assert_int_equal(gw_log_peer_suppressed(), before);
+    assert_non_null(tmp);
+    assert_int_equal(dup2(fileno(tmp), STDERR_FILENO), STDERR_FILENO);
+    for (int i = 0; i < 1000; i++) {
+        gw_log_peer(GW_LOG_WARN, "flood", "peer", "refused %d", i);
+    }
+    gw_log_peer(GW_LOG_WARN, NULL, "other", "one line");
+    assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+    close(saved);
+    rewind(tmp);
+    bool other = false;
+    while (fgets(line, sizeof(line), tmp) != NULL) {
+        lines++;
+        other = other || strstr(line, "[other] one line") != NULL;
+    }
+    fclose(tmp);
+    assert_true(other);
+    assert_true(lines >= 2 && lines <= 40);
+    assert_true(gw_log_peer_suppressed() - before >= 1000 - (lines - 1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_level_filter),   cmocka_unit_test(test_text_line),
-        cmocka_unit_test(test_null_subject),   cmocka_unit_test(test_json_line),
+        cmocka_unit_test(test_level_filter),
+        cmocka_unit_test(test_text_line),
+        cmocka_unit_test(test_null_subject),
+        cmocka_unit_test(test_json_line),
         cmocka_unit_test(test_json_truncated),
+        cmocka_unit_test(test_peer_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

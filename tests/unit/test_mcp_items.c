@@ -14,8 +14,8 @@
 
 #include "codec/mcp_items.h"
 
-#define LABEL "a085e3f44934-1c2d3e4f"
-#define NOMAC "device000000-00000000"
+#define LABEL "a085e3f44934-1c2d3e4f5a6b7c8d"
+#define NOMAC "device000000-0000000000000000"
 
 #define RES "{\"uri\":\"device://status\",\"name\":\"status\"}"
 #define TPL "{\"uriTemplate\":\"device://sensor/{name}\",\"name\":\"sensor\"}"
@@ -307,11 +307,11 @@ static void test_aggregate_uri(void **state)
     assert_null(gw_mcp_aggregate_uri(LABEL, ""));
     assert_null(gw_mcp_aggregate_uri(LABEL, NULL));
     assert_null(gw_mcp_aggregate_uri(NULL, "a"));
-    assert_null(gw_mcp_aggregate_uri("A085E3F44934-1c2d3e4f", "a"));
+    assert_null(gw_mcp_aggregate_uri("A085E3F44934-1c2d3e4f5a6b7c8d", "a"));
     assert_null(gw_mcp_aggregate_uri("a085e3f44934-1c2d3e4", "a"));
     assert_null(gw_mcp_aggregate_uri(LABEL "0", "a"));
-    assert_null(gw_mcp_aggregate_uri("a085e3f44934.1c2d3e4f", "a"));
-    assert_null(gw_mcp_aggregate_uri("device00000x-1c2d3e4f", "a"));
+    assert_null(gw_mcp_aggregate_uri("a085e3f44934.1c2d3e4f5a6b7c8d", "a"));
+    assert_null(gw_mcp_aggregate_uri("device00000x-1c2d3e4f5a6b7c8d", "a"));
 
     /* GW_MCP_URI_MAX: made and split back; one more neither. */
     s = long_uri(GW_MCP_URI_MAX);
@@ -323,7 +323,7 @@ static void test_aggregate_uri(void **state)
     free(s);
     s = long_uri(GW_MCP_URI_MAX + 1);
     assert_null(gw_mcp_aggregate_uri(LABEL, s));
-    uri = malloc(strlen(s) + 40);
+    uri = malloc(strlen(s) + sizeof("hybridgw://" LABEL "/"));
     assert_non_null(uri);
     sprintf(uri, "hybridgw://" LABEL "/%s", s);
     assert_int_equal(gw_mcp_aggregate_uri_split(uri, label, &dev), GW_EPROTO);
@@ -344,8 +344,8 @@ static void test_uri_split_refusals(void **state)
         "hybridgw:/" LABEL "/device://status",
         "hybridgw://" LABEL "0/device://status",
         "hybridgw://a085e3f44934-1c2d3e4/device://status",
-        "hybridgw://A085E3F44934-1c2d3e4f/device://status",
-        "hybridgw://a085e3f44934_1c2d3e4f/device://status",
+        "hybridgw://A085E3F44934-1c2d3e4f5a6b7c8d/device://status",
+        "hybridgw://a085e3f44934_1c2d3e4f5a6b7c8d/device://status",
         "device://status",
         " hybridgw://" LABEL "/x",
     };
@@ -444,7 +444,7 @@ static void test_aggregate_id(void **state)
     free(s);
     s = long_uri(GW_MCP_URI_MAX + 1);
     assert_null(gw_mcp_aggregate_id(LABEL, s));
-    made = malloc(strlen(s) + 30);
+    made = malloc(strlen(s) + sizeof(LABEL "."));
     assert_non_null(made);
     sprintf(made, LABEL ".%s", s);
     assert_int_equal(gw_mcp_aggregate_id_split(made, label, &id), GW_EPROTO);

@@ -13,7 +13,7 @@
 
 #define MAC_ID "GID_test@@@a0_85_e3_f4_49_34"
 #define UUID   "36c98363-3656-43cb-a00f-8bced2391a90"
-#define LABEL  "a085e3f44934-f6a52504" /* of MAC_ID "@@@" UUID */
+#define LABEL  "a085e3f44934-903e5920529d25d4" /* of MAC_ID "@@@" UUID */
 #define TOOL_OK                                                                \
     "{\"name\":\"self.get_device_status\",\"description\":\"d\","              \
     "\"inputSchema\":{\"type\":\"object\",\"properties\":{}}}"
@@ -227,10 +227,10 @@ struct label_case {
 static const struct label_case label_cases[] = {
     {"firmware id", MAC_ID "@@@" UUID, LABEL},
     {"upper-case MAC", "GID_test@@@A0_85_E3_F4_49_34@@@" UUID,
-     "a085e3f44934-13e62024"},
-    {"legacy id", MAC_ID, "a085e3f44934-bdc94829"},
-    {"no MAC", "foobar", "device000000-bf9cf968"},
-    {"one byte", "a", "device000000-e40c292c"},
+     "a085e3f44934-5191fe28ac4a98da"},
+    {"legacy id", MAC_ID, "a085e3f44934-97f6eb6ee46db47d"},
+    {"no MAC", "foobar", "device000000-c3ab8ff13720e8ad"},
+    {"one byte", "a", "device000000-ca978112ca1bbdca"},
 };
 
 static void test_label(void **state)
@@ -255,7 +255,7 @@ static void test_label(void **state)
     assert_string_not_equal(other, LABEL);
     /* Only len bytes are read. */
     assert_int_equal(gw_mcp_device_label("foobarXYZ", 6, out), 0);
-    assert_string_equal(out, "device000000-bf9cf968");
+    assert_string_equal(out, "device000000-c3ab8ff13720e8ad");
     /* Longer than a client id may be: no MAC taken from it. */
     assert_non_null(long_id);
     memset(long_id, 'g', 200);
@@ -263,6 +263,16 @@ static void test_label(void **state)
     assert_int_equal(gw_mcp_device_label(long_id, 200, out), 0);
     assert_memory_equal(out, "device000000-", 13);
     free(long_id);
+    /* Two ids with one MAC crafted to share their FNV-1a-32 (974587cb),
+     * which once made one label of them: the hash now tells them apart. */
+    assert_int_equal(gw_mcp_device_label(MAC_ID "@@@x422789",
+                                         strlen(MAC_ID "@@@x422789"), out),
+                     0);
+    assert_int_equal(gw_mcp_device_label(MAC_ID "@@@x639192",
+                                         strlen(MAC_ID "@@@x639192"), other),
+                     0);
+    assert_string_equal(out, "a085e3f44934-3ca512d881d1d421");
+    assert_string_equal(other, "a085e3f44934-57661189cd7c0842");
     assert_int_equal(gw_mcp_device_label("", 0, out), GW_EINVAL);
     assert_int_equal(gw_mcp_device_label(NULL, 3, out), GW_EINVAL);
 }
@@ -271,16 +281,16 @@ static void test_aggregate_name(void **state)
 {
     char out[GW_MCP_TOOL_NAME_MAX + 8];
     char tool[GW_MCP_TOOL_NAME_MAX + 1];
-    const size_t fit = GW_MCP_TOOL_NAME_MAX - GW_MCP_LABEL_LEN - 1; /* 106 */
+    const size_t fit = GW_MCP_TOOL_NAME_MAX - GW_MCP_LABEL_LEN - 1; /* 98 */
 
     (void)state;
     assert_int_equal(
         gw_mcp_aggregate_name(LABEL, "self.get_device_status", out, 64), 0);
     assert_string_equal(out, LABEL ".self.get_device_status");
-    assert_int_equal(
-        gw_mcp_aggregate_name("device000000-00000000", "x", out, sizeof(out)),
-        0);
-    assert_string_equal(out, "device000000-00000000.x");
+    assert_int_equal(gw_mcp_aggregate_name("device000000-0000000000000000", "x",
+                                           out, sizeof(out)),
+                     0);
+    assert_string_equal(out, "device000000-0000000000000000.x");
     /* 128 characters fit, 129 do not. */
     memset(tool, 't', fit + 1);
     tool[fit] = '\0';
@@ -292,8 +302,8 @@ static void test_aggregate_name(void **state)
                      GW_EPROTO);
     assert_string_equal(out, "");
     /* cap counts the NUL. */
-    assert_int_equal(gw_mcp_aggregate_name(LABEL, "ab", out, 25), 0);
-    assert_int_equal(gw_mcp_aggregate_name(LABEL, "ab", out, 24), GW_ENOSPC);
+    assert_int_equal(gw_mcp_aggregate_name(LABEL, "ab", out, 33), 0);
+    assert_int_equal(gw_mcp_aggregate_name(LABEL, "ab", out, 32), GW_ENOSPC);
     assert_string_equal(out, "");
     assert_int_equal(gw_mcp_aggregate_name(LABEL, "ab", out, 0), GW_ENOSPC);
     /* Device names MCP would not take. */
@@ -305,12 +315,12 @@ static void test_aggregate_name(void **state)
         gw_mcp_aggregate_name(LABEL, "\xe4\xb8\xad", out, sizeof(out)),
         GW_EPROTO);
     /* Labels the gateway would not make. */
-    assert_int_equal(
-        gw_mcp_aggregate_name("A085E3F44934-f6a52504", "x", out, sizeof(out)),
-        GW_EINVAL);
-    assert_int_equal(
-        gw_mcp_aggregate_name("a085e3f44934-f6a5250", "x", out, sizeof(out)),
-        GW_EINVAL);
+    assert_int_equal(gw_mcp_aggregate_name("A085E3F44934-903e5920529d25d4", "x",
+                                           out, sizeof(out)),
+                     GW_EINVAL);
+    assert_int_equal(gw_mcp_aggregate_name("a085e3f44934-903e5920529d25d", "x",
+                                           out, sizeof(out)),
+                     GW_EINVAL);
     assert_int_equal(gw_mcp_aggregate_name(LABEL "0", "x", out, sizeof(out)),
                      GW_EINVAL);
     assert_int_equal(gw_mcp_aggregate_name(NULL, "x", out, sizeof(out)),
@@ -331,18 +341,21 @@ struct split_case {
 static const struct split_case split_cases[] = {
     {"made name", LABEL ".self.get_device_status", 0, LABEL,
      "self.get_device_status"},
-    {"no MAC", "device000000-bf9cf968.x", 0, "device000000-bf9cf968", "x"},
+    {"no MAC", "device000000-c3ab8ff13720e8ad.x", 0,
+     "device000000-c3ab8ff13720e8ad", "x"},
     {"dots and dashes in tool", LABEL ".a.b-c_d", 0, LABEL, "a.b-c_d"},
     {"no tool", LABEL ".", GW_EPROTO, NULL, NULL},
     {"no dot", LABEL, GW_EPROTO, NULL, NULL},
     {"plain tool", "self.reboot", GW_EPROTO, NULL, NULL},
     {"empty", "", GW_EPROTO, NULL, NULL},
-    {"upper-case label", "A085E3F44934-f6a52504.x", GW_EPROTO, NULL, NULL},
-    {"short hash", "a085e3f44934-f6a5250.x", GW_EPROTO, NULL, NULL},
-    {"long hash", "a085e3f44934-f6a525040.x", GW_EPROTO, NULL, NULL},
-    {"underscore separator", "a085e3f44934_f6a52504.x", GW_EPROTO, NULL, NULL},
-    {"non-hex MAC", "g085e3f44934-f6a52504.x", GW_EPROTO, NULL, NULL},
-    {"almost no MAC", "device000001-f6a52504.x", GW_EPROTO, NULL, NULL},
+    {"upper-case label", "A085E3F44934-903e5920529d25d4.x", GW_EPROTO, NULL,
+     NULL},
+    {"short hash", "a085e3f44934-903e5920529d25d.x", GW_EPROTO, NULL, NULL},
+    {"long hash", "a085e3f44934-903e5920529d25d40.x", GW_EPROTO, NULL, NULL},
+    {"underscore separator", "a085e3f44934_903e5920529d25d4.x", GW_EPROTO, NULL,
+     NULL},
+    {"non-hex MAC", "g085e3f44934-903e5920529d25d4.x", GW_EPROTO, NULL, NULL},
+    {"almost no MAC", "device000001-903e5920529d25d4.x", GW_EPROTO, NULL, NULL},
     {"bad tool char", LABEL ".a b", GW_EPROTO, NULL, NULL},
     {"slash in tool", LABEL ".a/b", GW_EPROTO, NULL, NULL},
 };
