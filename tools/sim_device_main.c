@@ -16,13 +16,18 @@
 #include "common/log.h"
 #include "tools/sim.h"
 #include "tools/sim_cli.h"
+#include "tools/sim_ota.h"
 
 /* What one `device` run owns; lives on gw_sim_device_main's stack. */
 struct device_run {
-    const struct gw_sim_cli *cli;
+    struct gw_sim_cli *cli;
+    struct gw_sim_prov *prov; /* --ota and the device's identity */
+    uv_loop_t *loop;
+    struct gw_sim_ota *ota;    /* the provisioning loop, NULL when over */
     struct gw_sim_device *dev; /* NULL once closed */
     uv_signal_t sigint;        /* first: goodbye; second: close at once */
     uv_signal_t sigusr1;       /* a button press: the next conversation */
+    uint64_t t0_ns;            /* start of the run */
     int interrupts;            /* SIGINTs seen */
     int status;                /* exit status */
 };
@@ -39,6 +44,7 @@ static void device_usage(FILE *out)
             "stdout, the failure reason to stderr (exit 1).\n"
             "\n");
     gw_sim_cli_usage(out);
+    gw_sim_prov_usage(out);
     fprintf(out, "  -h, --help               this text\n");
 }
 
@@ -131,11 +137,79 @@ static void device_done(struct gw_sim_device *d, const struct gw_sim_result *r,
     uv_close((uv_handle_t *)&run->sigusr1, NULL);
 }
 
+static double since_start(const struct device_run *run)
+{
+    return (double)(uv_hrtime() - run->t0_ns) / 1e6;
+}
+
+static void close_signals(struct device_run *run)
+{
+    uv_close((uv_handle_t *)&run->sigint, NULL);
+    uv_close((uv_handle_t *)&run->sigusr1, NULL);
+}
+
+/* The provisioning loop ends without a device run (failure, SIGINT). */
+static void end_ota(struct device_run *run)
+{
+    gw_sim_ota_close(run->ota);
+    run->ota = NULL;
+    run->status = 1;
+    close_signals(run);
+}
+
+static void print_ota_event(void *arg, const char *line)
+{
+    struct device_run *run = arg;
+
+    print_event(NULL, since_start(run), line, NULL);
+}
+
+static void ota_done(void *arg, int status, const char *why)
+{
+    struct device_run *run = arg;
+    char reason[256];
+    int rc;
+
+    if (gw_sim_prov_save(run->prov) != 0) {
+        status = GW_EINVAL;
+        why = "cannot write --nvs";
+    }
+    if (status == 0 &&
+        gw_sim_prov_apply(run->prov, run->cli, reason, sizeof(reason)) != 0) {
+        status = GW_EINVAL;
+        why = reason;
+    }
+    if (status != 0) {
+        fprintf(stderr, "hybridgw-sim device: FAILED: provisioning: %s\n",
+                why ? why : gw_strerror(status));
+        end_ota(run);
+        return;
+    }
+    gw_sim_ota_close(run->ota);
+    run->ota = NULL;
+    printf("[%9.1f ms] provisioned: %s at %s:%d\n", since_start(run),
+           run->cli->dev.client_id, run->cli->dev.host, run->cli->dev.port);
+    fflush(stdout);
+    if ((rc = gw_sim_device_init(run->loop, &run->cli->dev, &run->dev)) != 0) {
+        fprintf(stderr, "hybridgw-sim device: cannot start: %s\n",
+                gw_strerror(rc));
+        run->status = 1;
+        close_signals(run);
+    }
+}
+
 static void device_sigint(uv_signal_t *s, int signum)
 {
     struct device_run *run = s->data;
 
     (void)signum;
+    if (run->ota != NULL) {
+        /* Still provisioning: nothing to say goodbye to. */
+        fprintf(stderr, "hybridgw-sim device: interrupted while "
+                        "provisioning\n");
+        end_ota(run);
+        return;
+    }
     if (run->dev == NULL) {
         return;
     }
@@ -159,15 +233,17 @@ static void device_sigusr1(uv_signal_t *s, int signum)
     }
 }
 
-static int run_device(struct gw_sim_cli *cli)
+static int run_device(struct gw_sim_cli *cli, struct gw_sim_prov *prov)
 {
-    struct device_run run = {.cli = cli, .status = 1};
+    struct device_run run = {.cli = cli, .prov = prov, .status = 1};
     struct gw_sim_clip *clip = NULL;
     FILE *log = NULL;
     uv_loop_t loop;
     int rc;
 
     uv_loop_init(&loop);
+    run.loop = &loop;
+    run.t0_ns = uv_hrtime();
     gw_sim_clip_set_tone(cli->dev.tone_hz);
     rc = gw_sim_clip_create(
         cli->dev.speech_frames ? cli->dev.speech_frames : 50, &clip);
@@ -180,7 +256,14 @@ static int run_device(struct gw_sim_cli *cli)
     cli->dev.on_done = device_done;
     cli->dev.on_event = print_event;
     cli->dev.arg = &run;
-    if (rc == 0 && (rc = gw_sim_device_init(&loop, &cli->dev, &run.dev)) == 0) {
+    if (rc == 0) {
+        /* The firmware provisions first; the protocol starts after. */
+        rc = prov->url != NULL
+                 ? gw_sim_ota_start(&loop, &prov->ota, print_ota_event,
+                                    ota_done, &run, &run.ota)
+                 : gw_sim_device_init(&loop, &cli->dev, &run.dev);
+    }
+    if (rc == 0) {
         uv_signal_init(&loop, &run.sigint);
         run.sigint.data = &run;
         uv_signal_start(&run.sigint, device_sigint, SIGINT);
@@ -209,24 +292,34 @@ static int run_device(struct gw_sim_cli *cli)
 
 int gw_sim_device_main(int argc, char **argv)
 {
-    struct option opts[96];
+    struct option opts[112], extra[24];
     struct gw_sim_cli cli;
+    struct gw_sim_prov prov;
+    size_t n_prov;
+    const struct option *po = gw_sim_prov_options(&n_prov);
     int c, rc;
 
-    static const struct option help = {"help", no_argument, NULL, 'h'};
-
-    if (gw_sim_cli_longopts(&help, 1, opts, sizeof(opts) / sizeof(opts[0])) !=
-        0) {
+    extra[0] = (struct option){"help", no_argument, NULL, 'h'};
+    if (n_prov + 1 > sizeof(extra) / sizeof(extra[0])) {
+        return 2;
+    }
+    memcpy(extra + 1, po, n_prov * sizeof(*po));
+    if (gw_sim_cli_longopts(extra, n_prov + 1, opts,
+                            sizeof(opts) / sizeof(opts[0])) != 0) {
         return 2;
     }
     gw_sim_cli_defaults(&cli);
+    gw_sim_prov_defaults(&prov);
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (c == 'h') {
             device_usage(stdout);
             return 0;
         }
-        if ((rc = gw_sim_cli_parse(&cli, c, optarg)) != 1) {
+        if ((rc = gw_sim_prov_parse(&prov, c, optarg)) == 1) {
+            continue;
+        }
+        if (rc != 0 || (rc = gw_sim_cli_parse(&cli, c, optarg)) != 1) {
             if (rc == 0) {
                 device_usage(stderr);
             }
@@ -239,10 +332,15 @@ int gw_sim_device_main(int argc, char **argv)
         return 2;
     }
     gw_sim_cli_finish(&cli);
+    if (gw_sim_prov_prepare(&prov, &cli) != 0) {
+        gw_sim_prov_free(&prov);
+        return 2;
+    }
     gw_log_set_level((enum gw_log_level)cli.log_level);
     signal(SIGPIPE, SIG_IGN);
     mosquitto_lib_init();
-    rc = run_device(&cli);
+    rc = run_device(&cli, &prov);
     mosquitto_lib_cleanup();
+    gw_sim_prov_free(&prov);
     return rc;
 }

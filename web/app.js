@@ -9,6 +9,8 @@
   const MCP_VERSION = '2025-11-25';
   const DEVICES_EVERY_MS = 3000;
   const METRICS_EVERY_MS = 2000;
+  const BINDINGS_EVERY_MS = 3000;
+  const BINDING_PAGES = 20; // pages of /api/bindings read per refresh
   // The firmware's emotion names (its display maps each to a face).
   const EMOTIONS = ['neutral', 'happy', 'laughing', 'funny', 'sad', 'angry',
     'crying', 'loving', 'embarrassed', 'surprised', 'shocked', 'thinking',
@@ -41,6 +43,9 @@
     timers: {}, // name -> the pending setTimeout
     running: false,
     generation: 0, // a sign-out ends the polls of the sign-in before
+    bindings: [],
+    pending: [],
+    bindingsOff: false, // the gateway answered 404: no bindings API
   };
 
   class AuthError extends Error {}
@@ -196,6 +201,7 @@
     state.generation++;
     every('devices', DEVICES_EVERY_MS, refreshDevices);
     every('metrics', METRICS_EVERY_MS, refreshMetrics);
+    every('bindings', BINDINGS_EVERY_MS, refreshBindings);
   }
 
   function stop() {
@@ -687,6 +693,150 @@
       button.disabled = false;
     }
   });
+
+  // ---- bindings (activation) ------------------------------------------
+
+  function when(ms) {
+    return Number.isFinite(ms) ? new Date(ms).toLocaleString('en-GB') : '';
+  }
+
+  // Every page of GET /api/bindings (the bindings list is paged by id;
+  // the pending activations come whole with the first page).
+  async function refreshBindings() {
+    if (state.bindingsOff) return;
+    const bindings = [];
+    let pending = [];
+    let after = null;
+    try {
+      for (let page = 0; page < BINDING_PAGES; page++) {
+        const res = await call('api/bindings' + (after === null ? '' : '?after=' + after));
+        if (res.status === 404) {
+          state.bindingsOff = true;
+          $('bindings-off').hidden = false;
+          $('bindings-on').hidden = true;
+          $('bindings-error').textContent = '';
+          return;
+        }
+        const doc = await json(res);
+        if (!res.ok || !doc) throw new Error((doc && doc.error) || 'HTTP ' + res.status);
+        if (page === 0 && Array.isArray(doc.pending)) pending = doc.pending;
+        if (Array.isArray(doc.bindings)) bindings.push(...doc.bindings);
+        if (doc.next === null || doc.next === undefined || doc.next === after) break;
+        after = doc.next;
+      }
+      $('bindings-error').textContent = '';
+    } catch (err) {
+      if (err instanceof AuthError) throw err;
+      $('bindings-error').textContent = 'Bindings: ' + err.message;
+      return;
+    }
+    state.bindings = bindings;
+    state.pending = pending;
+    renderPending();
+    renderBindings();
+  }
+
+  function renderPending() {
+    const now = Date.now();
+    const rows = state.pending.map((p) => {
+      const left = (p.expires_ms - now) / 1000;
+      return el('tr', { 'data-mac': p.mac || '' },
+        el('td', { class: 'mono nowrap', text: p.mac || '' }),
+        el('td', { class: 'mono', text: p.uuid || '' }),
+        el('td', { text: p.board || '' }),
+        el('td', { class: 'mono', text: p.peer || '' }),
+        el('td', { class: 'nowrap', text: left > 0 ? 'in ' + duration(left) : 'expired',
+          title: when(p.expires_ms) }));
+    });
+    $('pending').tBodies[0].replaceChildren(...rows);
+    $('pending-count').textContent = String(state.pending.length);
+    $('pending-empty').hidden = state.pending.length > 0;
+  }
+
+  function renderBindings() {
+    const filter = $('binding-filter').value.trim().toLowerCase();
+    const shown = state.bindings.filter((b) => filter === '' ||
+      [b.client_id, b.mac, b.board, b.by].join(' ').toLowerCase().includes(filter));
+    const rows = shown.map((b) => {
+      const unbind = el('button', { type: 'button', class: 'danger', text: 'Unbind',
+        title: 'Revoke its credentials; it must be activated again' });
+      unbind.addEventListener('click', () => unbindDevice(b.client_id, unbind));
+      return el('tr', { 'data-id': b.client_id || '' },
+        el('td', { class: 'mono', text: b.client_id || '' }),
+        el('td', { class: 'mono nowrap', text: b.mac || '' }),
+        el('td', { class: 'nowrap', text: b.board || '' }),
+        el('td', { class: 'nowrap', text: b.by || '' }),
+        el('td', { class: 'nowrap', text: when(b.bound_ms) }),
+        el('td', { text: b.issued ? 'yes' : 'no' }),
+        el('td', { class: 'nowrap' }, unbind));
+    });
+    $('bindings').tBodies[0].replaceChildren(...rows);
+    $('binding-count').textContent = String(state.bindings.length);
+    $('bindings-empty').hidden = shown.length > 0;
+  }
+
+  // What a refusal of the bindings API means, in the operator's words.
+  const BIND_REFUSALS = {
+    400: 'not a code',
+    404: 'no device is waiting with this code (unknown or expired)',
+    409: 'that device is already bound',
+    429: 'too many tries: wait a moment, then try again',
+  };
+
+  $('bind-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const box = $('bind-result');
+    const button = $('bind-submit');
+    const code = $('bind-code').value.trim();
+    button.disabled = true;
+    try {
+      const res = await call('api/bindings', {
+        method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ code }),
+      });
+      const doc = await json(res);
+      if (res.status === 201 && doc && doc.binding) {
+        showResult(box, true, `bound ${doc.binding.client_id}`);
+        $('bind-code').value = '';
+        await refreshBindings();
+      } else {
+        const why = BIND_REFUSALS[res.status] || (doc && doc.error) || 'refused';
+        showResult(box, false, `${res.status}: ${why}`);
+      }
+    } catch (err) {
+      if (authFailed(err)) return;
+      showResult(box, false, 'failed: ' + err.message);
+    } finally {
+      button.disabled = false;
+    }
+  });
+
+  async function unbindDevice(id, button) {
+    const box = $('unbind-result');
+    if (!window.confirm(`Unbind ${id}?\n\nIts credentials stop working at once and ` +
+      'it has to be activated again.')) {
+      return;
+    }
+    button.disabled = true;
+    try {
+      const res = await call(`api/bindings/${segment(id)}`, { method: 'DELETE' });
+      const doc = await json(res);
+      if (res.ok) {
+        showResult(box, true, `unbound ${id}`);
+      } else {
+        const why = res.status === 404 ? 'not bound' : (doc && doc.error) || 'refused';
+        showResult(box, false, `${res.status}: ${why}`);
+      }
+      await refreshBindings();
+    } catch (err) {
+      if (authFailed(err)) return;
+      showResult(box, false, 'failed: ' + err.message);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  $('binding-filter').addEventListener('input', renderBindings);
 
   // ---- counters and health ------------------------------------------
 

@@ -6,7 +6,10 @@
 # page's form and reads the answers shown; screenshots are kept under the
 # build directory (test-artifacts/web_ui). curl checks the static file
 # server: types and headers, GET/HEAD only, and every way out of the
-# directory (dot segments, hidden files, symbolic links) refused.
+# directory (dot segments, hidden files, symbolic links) refused. With a
+# gateway that has the bindings API (GET /api/bindings is 200), a device
+# provisioning itself (hybridgw-sim device --ota) waits for activation and
+# the page binds it by the code it shows, then unbinds it.
 GW=$1
 src=$2
 SIM=$3
@@ -33,12 +36,26 @@ HTTP_PORT=$(free_port)
 BASE=http://127.0.0.1:$HTTP_PORT
 cfg=$GW_TMP/gw.json
 
+# OTA on, so that a device can wait for activation; a gateway with the
+# bindings store gets one in the test's directory (one without refuses
+# the key).
+OTA_JSON="\"ota\": { \"enabled\": true, \"mqtt_endpoint\": \"127.0.0.1:$BROKER_PORT\",
+          \"device_key\": \"$PLUGIN_KEY\", \"group\": \"GID_test\" },"
+echo "{ \"bindings\": { \"path\": \"$GW_TMP/bindings.db\" } }" >"$GW_TMP/probe.json"
+if "$GW" --check-config -c "$GW_TMP/probe.json" 2>&1 | grep -q 'bindings.*unknown key'; then
+    STORE_JSON=
+else
+    STORE_JSON="\"bindings\": { \"path\": \"$GW_TMP/bindings.db\" },"
+fi
+
 # write_config UI_DIR
 write_config() {
     GW_UDP_PORT=${GW_UDP_PORT:-$(free_port --udp)}
     cat >"$cfg" <<JSON
 {
   "instance": "webui",
+  $OTA_JSON
+  $STORE_JSON
   "mqtt": { "host": "127.0.0.1", "port": $BROKER_PORT, "keepalive": 10,
             "username": "$GW_MQTT_USER", "password": "$GW_MQTT_PASS" },
   "udp": { "bind": "127.0.0.1", "port": $GW_UDP_PORT, "public_host": "127.0.0.1" },
@@ -217,10 +234,31 @@ if [ "$code" = 400 ]; then
 else
     echo "# the alert route answers $code: the page's alert form is not driven"
 fi
+bind=()
+BIND_PID=
+# The Bindings panel, when this gateway has the API: a device provisioning
+# itself waits for activation, showing its code.
+code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 10 \
+    -H "Authorization: Bearer $TOKEN" "$BASE/api/bindings")
+if [ "$code" = 200 ]; then
+    BIND_MAC=02:00:00:00:0a:03
+    BIND_ID='GID_test@@@02_00_00_00_0a_03@@@web-bind'
+    "$SIM" device --ota "$BASE/xiaozhi/ota/" --mac "$BIND_MAC" --uuid web-bind \
+        --activate-pending-ms 300 --activate-retry-ms 1000 --idle --json \
+        >"$GW_TMP/bind.out" 2>>"$GW_TMP/devices.err" &
+    BIND_PID=$!
+    peer_log "$GW_TMP/bind.out"
+    check "a provisioning device waits for activation with a code" \
+        wait_for_line "$GW_TMP/bind.out" '^activation code [0-9]{6}$'
+    bind=(--bindings --bind-code "$(grep -m1 '^activation code' "$GW_TMP/bind.out" | cut -d' ' -f3)"
+        --bind-mac "$BIND_MAC" --bind-id "$BIND_ID")
+else
+    echo "# GET /api/bindings answers $code: the Bindings panel is driven only as absent"
+fi
 # Bounded below ctest's 120 s: a browser that hangs still gets reported.
 timeout 90 node "$src/tests/web/ui.mjs" --base "$BASE" --token "$TOKEN" --device "$ID" \
     --tools 4 --session "$TALK" --backend mock --out "$ARTIFACTS" \
-    --chromium "$CHROMIUM" "${alert[@]}" \
+    --chromium "$CHROMIUM" "${alert[@]}" "${bind[@]}" \
     >"$GW_TMP/ui.out" 2>&1
 rc=$?
 while IFS= read -r line; do
@@ -235,6 +273,12 @@ check "its screenshots are kept in $ARTIFACTS" \
     test -s "$ARTIFACTS/03-tool-call.png"
 
 echo "# the end"
+if [ -n "$BIND_PID" ]; then
+    check "the bound device got its credentials and came online" \
+        grep -q "provisioned: $BIND_ID" "$GW_TMP/bind.out"
+    kill -INT "$BIND_PID" 2>/dev/null
+    wait_for_exit "$BIND_PID" >/dev/null
+fi
 stop_pid "$TALK_PID"
 kill -INT "$DEV_PID" 2>/dev/null
 wait_for_exit "$DEV_PID" >/dev/null

@@ -2,7 +2,8 @@
 // Drives hybridgw's operator page (web/, served at /ui/) in headless
 // Chromium as an operator would: open it, type the token, find the
 // device, call one of its tools through the form and read the answer the
-// page shows, watch the counters move, optionally push an alert. Prints
+// page shows, watch the counters move, optionally push an alert, and
+// bind a device by the code it shows, then unbind it. Prints
 // "ok - ..." or "not ok - ..." per check, then "N passed, N failed";
 // screenshots of each step go to --out.
 import { mkdirSync } from 'node:fs';
@@ -26,6 +27,12 @@ function usage(out) {
   --session ID      a device in a live session, shown with its backend
   --backend NAME    that session's backend
   --alert           push an alert through the page and expect it accepted
+  --bindings        the gateway has /api/bindings: drive the Bindings panel
+                    (without it the panel must say the API is missing)
+  --bind-code CODE  with --bindings: the code a device waiting for
+                    activation shows (hybridgw-sim device --ota)
+  --bind-mac MAC    that device's MAC, listed as waiting
+  --bind-id ID      the client id it is bound as
   --chromium PATH   the browser (default /usr/bin/chromium)
   -h, --help        this text
 
@@ -70,6 +77,10 @@ try {
             session: { type: 'string' },
             backend: { type: 'string' },
             alert: { type: 'boolean', default: false },
+            bindings: { type: 'boolean', default: false },
+            'bind-code': { type: 'string' },
+            'bind-mac': { type: 'string' },
+            'bind-id': { type: 'string' },
             chromium: { type: 'string', default: '/usr/bin/chromium' },
             help: { type: 'boolean', short: 'h', default: false },
         },
@@ -83,7 +94,8 @@ if (args.help) {
     usage(process.stdout);
     process.exit(0);
 }
-if (!args.base || !args.token || !args.device || !args.out) {
+if (!args.base || !args.token || !args.device || !args.out ||
+    (args.bindings && (!args['bind-code'] || !args['bind-mac'] || !args['bind-id']))) {
     usage(process.stderr);
     process.exit(2);
 }
@@ -106,6 +118,7 @@ const browser = await chromium.launch({
 const problems = []; // script errors and CSP reports of the page
 const unauthenticated = new Set(); // data calls without the bearer
 let dataCalls = 0;
+let deletes = 0; // DELETE /api/bindings/... requests
 let signedIn = false; // the right token was typed
 try {
     const context = await browser.newContext({ viewport: { width: 1360, height: 900 } });
@@ -113,13 +126,18 @@ try {
     page.setDefaultTimeout(WAIT_MS);
     page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
     page.on('console', (msg) => {
-        // The wrong token's 401 is logged by the browser itself.
-        if (msg.type() === 'error' && !/status of 401/.test(msg.text())) {
+        // The wrong token's 401 is logged by the browser itself, and so
+        // are the refusals the bindings steps provoke, and the 404 of a
+        // gateway without the bindings API.
+        const bindingsCall = /\/api\/bindings/.test(msg.location().url ?? '');
+        if (msg.type() === 'error' && !/status of 401/.test(msg.text()) &&
+            !(bindingsCall && /status of 40[49]/.test(msg.text()))) {
             problems.push(`console: ${msg.text()}`);
         }
     });
     page.on('request', async (req) => {
         const path = new URL(req.url()).pathname;
+        if (req.method() === 'DELETE' && path.startsWith('/api/bindings/')) deletes++;
         if (/^\/(api|mcp|metrics|healthz)/.test(path)) {
             dataCalls++;
             const auth = (await req.allHeaders()).authorization ?? '';
@@ -258,6 +276,73 @@ try {
             return s === 'alert pushed to the device' || `shown "${s}"`;
         });
         await shot(page, '04-alert.png');
+    }
+
+    if (args.bindings) {
+        const code = args['bind-code'];
+        const bindMac = args['bind-mac'];
+        const bindId = args['bind-id'];
+        const bound = page.locator(`#bindings tbody tr[data-id="${bindId}"]`);
+        await step(`the device ${bindMac} is listed as waiting for activation, its code nowhere`,
+            async () => {
+                await page.locator(`#pending tbody tr[data-mac="${bindMac}"]`).waitFor();
+                const text = await page.locator('#bindings-panel').textContent();
+                const cells = await page.locator(
+                    `#pending tbody tr[data-mac="${bindMac}"] td`).allTextContents();
+                return (!text.includes(code) && /^in /.test(cells[4])) ||
+                    `code shown or expiry "${cells[4]}"`;
+            });
+        await step('a code no device shows is refused, and the page says 404', async () => {
+            const wrong = String((Number(code) + 1) % 1000000).padStart(6, '0');
+            await page.fill('#bind-code', wrong);
+            await page.click('#bind-submit');
+            await page.locator('#bind-result.bad', { hasText: '404' }).waitFor();
+        });
+        await step('binding by the code the device shows lists its binding', async () => {
+            await page.fill('#bind-code', code);
+            await page.click('#bind-submit');
+            await page.locator('#bind-result.ok', { hasText: `bound ${bindId}` }).waitFor();
+            await bound.waitFor();
+            const cells = await bound.locator('td').allTextContents();
+            return (cells[1] === bindMac && cells[3] !== '' && cells[4] !== '') ||
+                `shown ${cells.join(' | ')}`;
+        });
+        await step('and the device no longer waits', async () => {
+            await page.locator(`#pending tbody tr[data-mac="${bindMac}"]`)
+                .waitFor({ state: 'detached' });
+        });
+        await step('the same code again is refused (404 or 409), the page says why', async () => {
+            await page.fill('#bind-code', code);
+            await page.click('#bind-submit');
+            await page.locator('#bind-result.bad').waitFor();
+            const s = await page.locator('#bind-result .status').textContent();
+            return /^(404|409): /.test(s) || `shown "${s}"`;
+        });
+        await shot(page, '06-bindings.png');
+        await step('Unbind asks first; dismissed, the binding stays', async () => {
+            page.once('dialog', (d) => d.dismiss());
+            await bound.locator('button', { hasText: 'Unbind' }).click();
+            // The click returns once the dialog is answered: no DELETE
+            // may follow a "no".
+            return (deletes === 0 && (await bound.count()) === 1) ||
+                `${deletes} DELETE sent`;
+        });
+        await step('Unbind accepted: the binding leaves the list', async () => {
+            let asked = '';
+            page.once('dialog', (d) => {
+                asked = d.message();
+                d.accept();
+            });
+            await bound.locator('button', { hasText: 'Unbind' }).click();
+            await page.locator('#unbind-result.ok', { hasText: `unbound ${bindId}` }).waitFor();
+            await bound.waitFor({ state: 'detached' });
+            return asked.includes(bindId) || `asked "${asked}"`;
+        });
+    } else {
+        await step('the Bindings panel says this gateway has no bindings API', async () => {
+            await page.locator('#bindings-off').waitFor({ state: 'visible' });
+            return (await page.locator('#bindings-on').isHidden()) || 'the forms are shown';
+        });
     }
 
     await step('a reload keeps the sign-in (sessionStorage) and the device', async () => {
