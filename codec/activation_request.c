@@ -14,8 +14,8 @@
 #define SAFE_CHARS                                                             \
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 
-static const char *const members[] = {"algorithm", "serial_number",
-                                      "challenge", "hmac"};
+static const char *const members[] = {"algorithm", "serial_number", "challenge",
+                                      "hmac"};
 enum { ALGORITHM, SERIAL, CHALLENGE, HMAC, MEMBERS };
 
 static int fail(struct gw_activation_request *out, const char **why, int rc,

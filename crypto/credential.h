@@ -129,10 +129,11 @@ bool gw_credential_equal(const void *a, size_t alen, const void *b,
  * the device at the factory. Writes GW_CREDENTIAL_PROOF_LEN bytes to out.
  * Returns 0, GW_EINVAL (empty key, serial or challenge) or GW_ECRYPTO.
  */
-GW_MUST_CHECK int gw_credential_activation_proof(
-    const char *fleet_key, size_t fleet_key_len, const char *serial,
-    size_t serial_len, const char *challenge, size_t challenge_len,
-    uint8_t out[GW_CREDENTIAL_PROOF_LEN]);
+GW_MUST_CHECK int
+gw_credential_activation_proof(const char *fleet_key, size_t fleet_key_len,
+                               const char *serial, size_t serial_len,
+                               const char *challenge, size_t challenge_len,
+                               uint8_t out[GW_CREDENTIAL_PROOF_LEN]);
 
 /*
  * A challenge that needs no storage: 32 lowercase hex characters of

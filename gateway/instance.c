@@ -12,9 +12,6 @@
 #include "common/log.h"
 #include "gateway/backend/backend_probe.h"
 
-/* What one publish may be, the broker's packet limit. */
-#define GW_INSTANCE_PACKET_MAX(cfg) ((size_t)66560)
-
 #define DRAIN_TIMEOUT_MS 3000 /* bound on waiting for backends to close */
 
 const struct gw_config *gw_instance_config(const struct gw_instance *inst)
@@ -91,7 +88,7 @@ static void on_mqtt_state(struct gw_mqtt_link *link, bool up, void *arg)
     if (up && inst->bindings != NULL) {
         (void)gw_binding_revoke_publish_all(inst->bindings, link,
                                             cfg->ota.revoke_topic,
-                                            GW_INSTANCE_PACKET_MAX(cfg));
+                                            (size_t)cfg->mqtt.max_packet_bytes);
     }
 }
 
@@ -103,7 +100,7 @@ static void on_unbind(const struct gw_binding_revoked *r, void *arg)
     const struct gw_config *cfg = gw_instance_config(inst);
 
     (void)gw_binding_revoke_publish(inst->mqtt, cfg->ota.revoke_topic,
-                                    GW_INSTANCE_PACKET_MAX(cfg), r, 1);
+                                    (size_t)cfg->mqtt.max_packet_bytes, r, 1);
 }
 
 /*
@@ -488,6 +485,7 @@ static int start_parts(struct gw_instance *inst)
         .pub = &inst->pub,
         .devices = &inst->devices,
         .sessions = &inst->sessions,
+        .bindings = inst->bindings,
     };
     gw_device_calls_init(&inst->calls, &cenv);
     rc = gw_backend_probe_start(inst->loop, &inst->config, inst->bws, pool,

@@ -56,9 +56,9 @@ struct gw_instance {
     struct gw_http_api *api;          /* NULL when http.port is 0 */
     /* NULL unless ota.enabled with activation (docs/protocol.md 9.3). */
     struct gw_binding_store *bindings;
-    uint64_t started_ms;              /* loop time at init, for uptime */
-    uv_timer_t drain_timer;           /* bounds the shutdown drain */
-    struct gw_drain drain;            /* rolling restart: SIGUSR2, API */
+    uint64_t started_ms;    /* loop time at init, for uptime */
+    uv_timer_t drain_timer; /* bounds the shutdown drain */
+    struct gw_drain drain;  /* rolling restart: SIGUSR2, API */
     bool stopping;
     int parts_open; /* parts still closing */
     void (*stop_cb)(struct gw_instance *inst, void *arg);

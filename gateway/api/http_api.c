@@ -49,9 +49,9 @@ enum route {
     ROUTE_OTA,  /* the firmware's check: no token, off unless ota.enabled */
     ROUTE_ACTIVATE, /* <ota url>/activate: no token, as the check */
     ROUTE_BINDINGS, /* /api/bindings (http.token) */
-    ROUTE_UI,   /* the operator page's files: no data, no token */
-    ROUTE_CALL, /* /api/call/request, /api/call/accept (daily token) */
-    ROUTE_DRAIN /* POST /api/drain: a rolling restart (http.token) */
+    ROUTE_UI,       /* the operator page's files: no data, no token */
+    ROUTE_CALL,     /* /api/call/request, /api/call/accept (daily token) */
+    ROUTE_DRAIN     /* POST /api/drain: a rolling restart (http.token) */
 };
 
 /* Whether path is base itself or under it ("/mcp", "/mcp/..."). */
@@ -534,6 +534,10 @@ int gw_http_api_init(const struct gw_http_api_env *env,
                       (struct gw_bucket_rate){.per_s = 10.0 / 60, .burst = 10},
                       (struct gw_bucket_rate){.per_s = 30.0 / 60, .burst = 30},
                       4096);
+    /* New devices: a shop's worth from one address, a fleet's overall. */
+    gw_ratelimit_init(&api->ota.newcomers,
+                      (struct gw_bucket_rate){.per_s = 20.0 / 60, .burst = 60},
+                      (struct gw_bucket_rate){.per_s = 10, .burst = 600}, 4096);
 
     api->env.metrics.push = &api->push;
     o.arg = api;
@@ -541,6 +545,7 @@ int gw_http_api_init(const struct gw_http_api_env *env,
                        : gw_http_server_init(env->loop, &o, &api->srv);
     if (rc != 0) {
         gw_ratelimit_free(&api->ota.guesses);
+        gw_ratelimit_free(&api->ota.newcomers);
         free(api);
         return rc;
     }
@@ -586,6 +591,7 @@ static void on_server_closed(struct gw_http_server *srv, void *arg)
         api->close_cb(api, api->close_arg);
     }
     gw_ratelimit_free(&api->ota.guesses);
+    gw_ratelimit_free(&api->ota.newcomers);
     free(api);
 }
 

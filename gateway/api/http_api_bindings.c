@@ -17,10 +17,10 @@
 #include "gateway/binding/binding.h"
 #include "gateway/http/http_server.h"
 
-#define SUBJECT   "bindings"
-#define PAGE      100
-#define BODY_MAX  1024
-#define PREFIX    "/api/bindings/"
+#define SUBJECT  "bindings"
+#define PAGE     100
+#define BODY_MAX 1024
+#define PREFIX   "/api/bindings/"
 
 bool gw__api_bindings_path(const char *path)
 {
@@ -61,8 +61,8 @@ static void refuse(struct gw__api_ota *ota, enum gw_ota_binding_result r,
     gw__api_refuse(req, status, false, why, NULL);
 }
 
-bool gw__api_bindings_head(const struct gw_config *cfg,
-                           struct gw__api_ota *ota, struct gw_http_req *req)
+bool gw__api_bindings_head(const struct gw_config *cfg, struct gw__api_ota *ota,
+                           struct gw_http_req *req)
 {
     const char *path = gw_http_req_path(req);
     const char *method = gw_http_req_method(req);
@@ -78,7 +78,8 @@ bool gw__api_bindings_head(const struct gw_config *cfg,
         count(ota, GW_OTA_BINDING_REFUSED);
         return false;
     }
-    int64_t body = gw_http_content_length(gw_http_req_header(req, "content-length"));
+    int64_t body =
+        gw_http_content_length(gw_http_req_header(req, "content-length"));
     if (body > (strcmp(method, "POST") == 0 ? BODY_MAX : 0)) {
         refuse(ota, GW_OTA_BINDING_REFUSED, req, 413,
                "this request takes no body that large");
@@ -192,8 +193,8 @@ static const char *code_of(const cJSON *root)
     return code->valuestring;
 }
 
-static void bind_by_code(const struct gw_http_api_env *env, struct gw__api_ota *ota,
-                 struct gw_http_req *req)
+static void bind_by_code(const struct gw_http_api_env *env,
+                         struct gw__api_ota *ota, struct gw_http_req *req)
 {
     const struct gw_config *cfg = gw_config_live_get(env->config);
     struct gw_binding_pending p;

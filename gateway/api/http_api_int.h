@@ -118,6 +118,8 @@ struct gw__api_ota {
     /* Codes and proofs tried, per address and overall: a 6-digit code
      * must not be found in its lifetime. */
     struct gw_ratelimit guesses;
+    /* New pending activations, per address and overall. */
+    struct gw_ratelimit newcomers;
 };
 
 /* ota.activation_ttl_s in ms: a code's lifetime, a reissue's window. */
@@ -148,8 +150,7 @@ void gw__api_ota_activate(const struct gw_http_api_env *env,
                           struct gw__api_ota *ota, struct gw_http_req *req);
 
 /* {"error":why} with status, logged at a bounded rate per address. */
-void gw__api_ota_refuse(struct gw__api_ota *ota, struct gw_http_req *req,
-                        int status, const char *why,
+void gw__api_ota_refuse(struct gw_http_req *req, int status, const char *why,
                         const char *const *headers);
 
 /* The wall clock in ms: codes and bindings outlive the loop. */
@@ -169,8 +170,8 @@ GW_MUST_CHECK int gw__api_ota_reissue_challenge(const struct gw_config *cfg,
 bool gw__api_bindings_path(const char *path);
 
 /* Token, method and body size of a bindings request; false: answered. */
-bool gw__api_bindings_head(const struct gw_config *cfg,
-                           struct gw__api_ota *ota, struct gw_http_req *req);
+bool gw__api_bindings_head(const struct gw_config *cfg, struct gw__api_ota *ota,
+                           struct gw_http_req *req);
 
 /* GET (list), POST (bind by code), DELETE /api/bindings/{client id}. */
 void gw__api_bindings_serve(const struct gw_http_api_env *env,

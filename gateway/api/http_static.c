@@ -57,11 +57,13 @@ static void answer_error(struct gw_http_req *req, int status, bool warn,
     char body[160];
     int n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}", why);
 
-    gw_log_peer(warn ? GW_LOG_WARN : GW_LOG_DEBUG, gw_http_req_peer(req),
-                SUBJECT, "%s %.128s from %s: %d %s%s%s",
-                gw_http_req_method(req), gw_http_req_path(req),
-                gw_http_req_peer(req), status, why, err != 0 ? ": " : "",
-                err != 0 ? strerror(err) : "");
+    /* A warning is the server's fault (its directory, a link, a size):
+     * limited per fault, so one client's other refusals do not hide it. */
+    gw_log_peer(warn ? GW_LOG_WARN : GW_LOG_DEBUG,
+                warn ? why : gw_http_req_peer(req), SUBJECT,
+                "%s %.128s from %s: %d %s%s%s", gw_http_req_method(req),
+                gw_http_req_path(req), gw_http_req_peer(req), status, why,
+                err != 0 ? ": " : "", err != 0 ? strerror(err) : "");
     (void)gw_http_respond(req, status, JSON, headers, body,
                           n > 0 && (size_t)n < sizeof(body) ? (size_t)n : 0);
 }

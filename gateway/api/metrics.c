@@ -772,8 +772,8 @@ static void ota_part(struct out *o, const struct gw_metrics_sources *src)
     family(o, "hybridgw_ota_activations_total", "counter",
            "POST <ota url>/activate requests, by result.");
     for (int r = 0; r < GW_OTA_ACTIVATE_COUNT_; r++) {
-        sample(o, "hybridgw_ota_activations_total", "result",
-               activate_names[r], src->ota->activations[r]);
+        sample(o, "hybridgw_ota_activations_total", "result", activate_names[r],
+               src->ota->activations[r]);
     }
     family(o, "hybridgw_bindings_requests_total", "counter",
            "Operator requests on /api/bindings, by result.");

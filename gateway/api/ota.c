@@ -48,27 +48,16 @@ bool gw__api_ota_path(const char *path)
 
 /* ---- the answer -------------------------------------------------------- */
 
-/*
- * The board as a group may carry it: what the request's parser kept
- * ([A-Za-z0-9_.-]), at most BOARD_IN_GROUP characters.
- */
-static void board_for_group(const char *board, char *out, size_t cap)
-{
-    size_t i;
-
-    for (i = 0; board[i] != '\0' && i < BOARD_IN_GROUP && i + 1 < cap; i++) {
-        out[i] = board[i];
-    }
-    out[i] = '\0';
-}
-
 int gw_ota_client_id(const char *group, const char *mac, const char *uuid,
                      const char *board, char out[GW_CLIENT_ID_MAX + 1])
 {
     const char *hole = strstr(group, BOARD);
-    char safe[BOARD_IN_GROUP + 1], part[18];
+    const char *name = board[0] != '\0' ? board : "unknown";
+    /* GROUP@@@MAC@@@UUID without the board: what is left for it. */
+    size_t fixed = strlen(group) + 6 + 17 + strlen(uuid);
+    size_t room = 0, n;
     struct gw_client_id parsed;
-    size_t n;
+    char part[18];
     int len;
 
     if (strlen(mac) != 17) {
@@ -78,20 +67,24 @@ int gw_ota_client_id(const char *group, const char *mac, const char *uuid,
         part[i] = mac[i] == ':' ? '_' : mac[i];
     }
     part[17] = '\0';
-    board_for_group(board[0] != '\0' ? board : "unknown", safe, sizeof(safe));
-    if (hole == NULL) {
+    if (hole != NULL) {
+        fixed -= strlen(BOARD);
+        room = fixed < GW_CLIENT_ID_MAX ? GW_CLIENT_ID_MAX - fixed : 0;
+        room = room < BOARD_IN_GROUP ? room : BOARD_IN_GROUP;
+    } else {
         hole = group + strlen(group);
     }
-    len = snprintf(out, GW_CLIENT_ID_MAX + 1, "%.*s%s%s@@@%s@@@%s",
-                   (int)(hole - group), group, *hole != '\0' ? safe : "",
+    n = strlen(name) < room ? strlen(name) : room;
+    len = snprintf(out, GW_CLIENT_ID_MAX + 1, "%.*s%.*s%s@@@%s@@@%s",
+                   (int)(hole - group), group, (int)n, name,
                    *hole != '\0' ? hole + strlen(BOARD) : "", part, uuid);
     if (len < 0 || len > GW_CLIENT_ID_MAX ||
         gw_client_id_parse(out, (size_t)len, &parsed) != 0) {
         return GW_EPROTO;
     }
     /* The gateways' own prefix (docs/protocol.md section 9.2). */
-    n = strlen(GW_OTA_RESERVED_GROUP);
-    if (strncasecmp(out, GW_OTA_RESERVED_GROUP, n) == 0) {
+    if (strncasecmp(out, GW_OTA_RESERVED_GROUP,
+                    strlen(GW_OTA_RESERVED_GROUP)) == 0) {
         return GW_EPROTO;
     }
     return 0;
@@ -241,11 +234,11 @@ static void refuse(struct gw__api_ota *ota, enum gw_ota_result result,
                    const char *const *headers)
 {
     ota->stats.results[result]++;
-    gw__api_ota_refuse(ota, req, status, why, headers);
+    gw__api_ota_refuse(req, status, why, headers);
 }
 
-void gw__api_ota_refuse(struct gw__api_ota *ota, struct gw_http_req *req,
-                        int status, const char *why, const char *const *headers)
+void gw__api_ota_refuse(struct gw_http_req *req, int status, const char *why,
+                        const char *const *headers)
 {
     cJSON *doc = cJSON_CreateObject();
 
@@ -322,10 +315,10 @@ static void serve_lab(const struct gw_config *cfg, struct gw__api_ota *ota,
     }
     ota->stats.results[GW_OTA_ISSUED]++;
     gw_log_peer(GW_LOG_INFO, gw_http_req_peer(req), SUBJECT,
-                    "%s from %s: credentials issued without a binding "
-                    "(ota.activation off; board %s, firmware %s)",
-                    id, gw_http_req_peer(req), r->board[0] ? r->board : "?",
-                    r->version[0] ? r->version : "?");
+                "%s from %s: credentials issued (board %s, firmware %s; "
+                "ota.activation off: no binding)",
+                id, gw_http_req_peer(req), r->board[0] ? r->board : "?",
+                r->version[0] ? r->version : "?");
     send_answer(req, text);
 }
 
@@ -337,9 +330,8 @@ int gw__api_ota_reissue_challenge(const struct gw_config *cfg,
 
     snprintf(subject, sizeof(subject), "reissue|%s|%" PRId64, b->client_id,
              b->id);
-    return gw_credential_challenge_make(cfg->ota.device_key,
-                                        strlen(cfg->ota.device_key), subject,
-                                        window, out);
+    return gw_credential_challenge_make(
+        cfg->ota.device_key, strlen(cfg->ota.device_key), subject, window, out);
 }
 
 /* A bound identity: its credentials once, then nothing it does not
@@ -364,8 +356,7 @@ static void serve_bound(const struct gw_config *cfg,
         o.timeout_ms = ttl - now % ttl;
     }
     if (rc == 0) {
-        rc = gw_ota_answer_offer(cfg, r, gw_http_req_peer(req), now, &o,
-                                 &text);
+        rc = gw_ota_answer_offer(cfg, r, gw_http_req_peer(req), now, &o, &text);
     }
     if (rc != 0) {
         gw_log(GW_LOG_ERROR, SUBJECT, "answer for %s failed: %s", b->client_id,
@@ -382,10 +373,10 @@ static void serve_bound(const struct gw_config *cfg,
                r->board[0] ? r->board : "?", r->version[0] ? r->version : "?");
     } else {
         gw_log_peer(GW_LOG_INFO, gw_http_req_peer(req), SUBJECT,
-                        "%s from %s: bound, credentials given before: none "
-                        "in this answer%s",
-                        b->client_id, gw_http_req_peer(req),
-                        o.challenge != NULL ? " (a proof is asked)" : "");
+                    "%s from %s: bound, credentials given before: none "
+                    "in this answer%s",
+                    b->client_id, gw_http_req_peer(req),
+                    o.challenge != NULL ? " (a proof is asked)" : "");
     }
     send_answer(req, text);
 }
@@ -409,6 +400,17 @@ static void serve_unknown(const struct gw_config *cfg,
                NULL);
         return;
     }
+    /* A new pending activation costs a row and widens what a guess may
+     * hit: so many from one address, and overall. */
+    rc = gw_binding_pending_find(env->bindings, r->mac, r->uuid, now, &p);
+    if (rc == GW_ENOENT &&
+        !gw_ratelimit_take(&ota->newcomers, gw_http_req_peer(req),
+                           uv_now(ota->loop), NULL)) {
+        refuse(ota, GW_OTA_LIMITED, req, 429,
+               "too many new devices from this address: check again later",
+               NULL);
+        return;
+    }
     memcpy(want.mac, r->mac, sizeof(want.mac));
     memcpy(want.uuid, r->uuid, sizeof(want.uuid));
     memcpy(want.board, r->board, sizeof(want.board));
@@ -421,8 +423,7 @@ static void serve_unknown(const struct gw_config *cfg,
         o.code = p.code;
         o.challenge = p.challenge;
         o.timeout_ms = p.expires_ms > now ? p.expires_ms - now : 0;
-        rc = gw_ota_answer_offer(cfg, r, gw_http_req_peer(req), now, &o,
-                                 &text);
+        rc = gw_ota_answer_offer(cfg, r, gw_http_req_peer(req), now, &o, &text);
     }
     if (rc != 0) {
         gw_log(GW_LOG_ERROR, SUBJECT, "activation for %s failed: %s", r->mac,
@@ -431,13 +432,12 @@ static void serve_unknown(const struct gw_config *cfg,
         return;
     }
     ota->stats.results[GW_OTA_ACTIVATION]++;
-    gw_log_peer(GW_LOG_INFO, gw_http_req_peer(req), SUBJECT,
-                    "%s %s from %s: not bound, activation pending (board %s, "
-                    "%s)",
-                    r->mac, r->uuid, gw_http_req_peer(req),
-                    r->board[0] ? r->board : "?",
-                    want.serial_number[0] ? "serial number given"
-                                          : "no serial number");
+    gw_log_peer(
+        GW_LOG_INFO, gw_http_req_peer(req), SUBJECT,
+        "%s %s from %s: not bound, activation pending (board %s, "
+        "%s)",
+        r->mac, r->uuid, gw_http_req_peer(req), r->board[0] ? r->board : "?",
+        want.serial_number[0] ? "serial number given" : "no serial number");
     send_answer(req, text);
 }
 
@@ -469,7 +469,8 @@ void gw__api_ota_serve(const struct gw_http_api_env *env,
     if (r.body_ignored != NULL) {
         char id[GW_CLIENT_ID_MAX + 1];
         ota->stats.bodies_ignored++;
-        gw_log_peer(GW_LOG_WARN, gw_http_req_peer(req), SUBJECT,
+        gw_log_peer(
+            GW_LOG_WARN, gw_http_req_peer(req), SUBJECT,
             "%s from %s: body ignored (%s), provisioned from the headers",
             gw_ota_client_id(cfg->ota.group, r.mac, r.uuid, r.board, id) == 0
                 ? id

@@ -30,6 +30,7 @@ struct gw_http_req;
     XX(RESERVED, "reserved")     /* 403: its client id would be unusable */    \
     XX(OFF, "off")               /* 404: ota.enabled is false */               \
     XX(METHOD, "method")         /* 405: not a POST */                         \
+    XX(LIMITED, "limited")       /* 429: too many new devices at once */       \
     XX(FAILED, "failed")         /* 503: store, memory or crypto failure */
 
 /* How each POST <ota url>/activate ended. */
@@ -118,7 +119,8 @@ GW_MUST_CHECK int gw_ota_answer(const struct gw_config *cfg,
 
 /*
  * GROUP@@@MAC@@@UUID with "{board}" in group replaced by at most 32
- * characters of board ("unknown" when ""); mac colon-separated. GW_EPROTO
+ * characters of board ("unknown" when ""), fewer when the id would
+ * outgrow GW_CLIENT_ID_MAX; mac colon-separated. GW_EPROTO
  * when the broker would refuse the id or its group starts with
  * GW_OTA_RESERVED_GROUP (any case).
  */

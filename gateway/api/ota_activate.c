@@ -28,7 +28,7 @@ static void refuse(struct gw__api_ota *ota, enum gw_ota_activate_result r,
                    struct gw_http_req *req, int status, const char *why)
 {
     ota->stats.activations[r]++;
-    gw__api_ota_refuse(ota, req, status, why, NULL);
+    gw__api_ota_refuse(req, status, why, NULL);
 }
 
 static void answer(struct gw__api_ota *ota, enum gw_ota_activate_result r,

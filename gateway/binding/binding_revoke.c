@@ -11,9 +11,10 @@
 #include "gateway/binding/binding.h"
 
 #define SUBJECT "bindings"
-/* An MQTT PUBLISH at QoS 1 besides its topic and payload: fixed header
- * (at most 5 bytes), topic length, packet id. */
-#define PUBLISH_OVERHEAD 9
+/* What a packet holds besides the payload, kept as the cluster's messages
+ * keep it: the shipped brokers' message_size_limit is their
+ * max_packet_size less this. */
+#define PUBLISH_OVERHEAD 1024
 
 struct sink {
     struct gw_mqtt_link *link;
@@ -101,9 +102,9 @@ int gw_binding_revoke_publish_all(struct gw_binding_store *s,
     int rc = gw_binding_revoked_list(s, collect, &a);
 
     if (rc >= 0) {
-        rc = a.rc != 0 ? a.rc
-                       : gw_binding_revoke_publish(link, topic, packet_max,
-                                                   a.r, a.n);
+        rc = a.rc != 0
+                 ? a.rc
+                 : gw_binding_revoke_publish(link, topic, packet_max, a.r, a.n);
     }
     if (rc == 0 && a.n > 0) {
         gw_log(GW_LOG_INFO, SUBJECT,

@@ -35,8 +35,7 @@ static void on_call_timeout(uv_timer_t *t)
     if (s == NULL) {
         return;
     }
-    ms = gw__mcp_outbound_server(c->ob, s->server,
-                                 s->client_id);
+    ms = gw__mcp_outbound_server(c->ob, s->server, s->client_id);
     snprintf(text, sizeof(text), "MCP server %s did not answer within %d ms",
              s->server, ms != NULL ? ms->timeout_ms : 0);
     gw__mcp_outbound_log(c->ob, GW_LOG_WARN, s->client_id, "%s: %s", c->method,
@@ -179,8 +178,8 @@ void gw__mcp_outbound_notification(struct gw_mcp_outbound *ob,
                                    const cJSON *payload,
                                    const struct gw_rpc *rpc)
 {
-    const struct gw_mcp_server_config *ms = gw__mcp_outbound_server(
-        ob, endpoint, client_id);
+    const struct gw_mcp_server_config *ms =
+        gw__mcp_outbound_server(ob, endpoint, client_id);
     struct ob_session *s =
         ms != NULL ? gw__mcp_outbound_session_find(ob, client_id, ms->name)
                    : NULL;

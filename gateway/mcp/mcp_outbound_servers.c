@@ -72,8 +72,8 @@ static bool identity_allowed(struct gw_mcp_outbound *ob,
         rc = gw_binding_identity(ob->bindings, client_id, &b);
         if (rc != 0) {
             gw__mcp_outbound_log(
-                ob, GW_LOG_WARN, client_id,
-                "not allowed to MCP server %s: %s", ms->name,
+                ob, GW_LOG_WARN, client_id, "not allowed to MCP server %s: %s",
+                ms->name,
                 rc == GW_ENOENT   ? "not bound"
                 : rc == GW_EEXIST ? "its MAC is bound to another identity too"
                                   : "the bindings are unavailable");

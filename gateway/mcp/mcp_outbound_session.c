@@ -150,8 +150,8 @@ static void on_session_closed(uv_handle_t *h)
 void gw__mcp_outbound_send_cancelled(struct ob_session *s, uint32_t gw_id,
                                      const char *reason)
 {
-    const struct gw_mcp_server_config *ms = gw__mcp_outbound_server(
-        s->ob, s->server, s->client_id);
+    const struct gw_mcp_server_config *ms =
+        gw__mcp_outbound_server(s->ob, s->server, s->client_id);
     cJSON *params = cJSON_CreateObject(), *n;
 
     if (ms == NULL || params == NULL ||
@@ -196,8 +196,8 @@ void gw__mcp_outbound_session_end(struct ob_session *s,
         gw__mcp_outbound_xfer_abandon(x);
     }
     if (delete &&s->sid != NULL && !ob->closing) {
-        const struct gw_mcp_server_config *ms = gw__mcp_outbound_server(
-            ob, s->server, s->client_id);
+        const struct gw_mcp_server_config *ms =
+            gw__mcp_outbound_server(ob, s->server, s->client_id);
         if (ms != NULL) {
             (void)gw__mcp_outbound_xfer_start(ob, ms, s, X_DELETE, NULL, 0,
                                               NULL, NULL);
@@ -296,8 +296,8 @@ static void call_send(struct ob_call *c)
 {
     struct ob_session *s = c->s;
     struct gw_mcp_outbound *ob = c->ob;
-    const struct gw_mcp_server_config *ms = gw__mcp_outbound_server(
-        ob, s->server, s->client_id);
+    const struct gw_mcp_server_config *ms =
+        gw__mcp_outbound_server(ob, s->server, s->client_id);
     cJSON *id;
     int rc;
 
@@ -394,8 +394,8 @@ static void session_init_failed(struct ob_session *s, bool timeout,
 void gw__mcp_outbound_session_init_start(struct ob_session *s)
 {
     struct gw_mcp_outbound *ob = s->ob;
-    const struct gw_mcp_server_config *ms = gw__mcp_outbound_server(
-        ob, s->server, s->client_id);
+    const struct gw_mcp_server_config *ms =
+        gw__mcp_outbound_server(ob, s->server, s->client_id);
     cJSON *params = cJSON_CreateObject(), *info, *msg;
     uint32_t id = next_id(s);
     int rc;
@@ -513,8 +513,7 @@ static void on_init_answer(struct ob_xfer *x, const struct gw_rpc *rpc)
     x->sid = NULL;
     snprintf(s->version, sizeof(s->version), "%s", v->valuestring);
     s->state = SS_READY;
-    ms = gw__mcp_outbound_server(s->ob, s->server,
-                                 s->client_id);
+    ms = gw__mcp_outbound_server(s->ob, s->server, s->client_id);
     n = gw_rpc_notification("notifications/initialized", NULL);
     if (ms != NULL && n != NULL) {
         (void)gw__mcp_outbound_xfer_start(s->ob, ms, s, X_NOTIFY, n, 0, NULL,

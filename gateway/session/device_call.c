@@ -245,17 +245,22 @@ void gw_device_calls_init(struct gw_device_calls *c,
  * and callee, request and accept alike, so what makes a record eligible is
  * decided here only. Returns how many online records carry mac in their
  * client id; *out is the device only when exactly one does (two devices
- * claiming one MAC are refused as ambiguous, never "the first one").
- * O(devices), as the Node gateway's own lookup; calls are rare.
+ * claiming one MAC are refused as ambiguous, never "the first one"). With
+ * bindings kept, that one must be the MAC's only binding: a record not
+ * bound to it is not called (as if offline), and a MAC two bindings hold
+ * counts as two. O(devices), as the Node gateway's own lookup; calls are
+ * rare.
  */
-static unsigned device_of_mac(const struct gw_device_table *t, const char *mac,
-                              struct gw_device **out)
+static unsigned device_of_mac(struct gw_device_calls *c, const char *mac,
+                              const char *peer, struct gw_device **out)
 {
     struct gw_device *d;
+    struct gw_binding b;
     unsigned n = 0;
+    int rc;
 
     *out = NULL;
-    GW_DEVICE_FOREACH(t, d)
+    GW_DEVICE_FOREACH(c->env.devices, d)
     {
         struct gw_client_id id;
         if (gw_client_id_parse(d->client_id, strlen(d->client_id), &id) == 0 &&
@@ -267,7 +272,24 @@ static unsigned device_of_mac(const struct gw_device_table *t, const char *mac,
     if (n > 1) {
         *out = NULL;
     }
-    return n;
+    if (n != 1 || c->env.bindings == NULL) {
+        return n;
+    }
+    rc = gw_binding_identity(c->env.bindings, (*out)->client_id, &b);
+    if (rc == GW_EEXIST) {
+        *out = NULL;
+        return 2;
+    }
+    if (rc != 0 || strcmp(b.mac, mac) != 0) {
+        gw_log_peer(GW_LOG_WARN, peer, SUBJECT,
+                    "call from %s: %s is online but not bound to MAC %s (%s): "
+                    "not called",
+                    peer, (*out)->client_id, mac,
+                    rc == 0 ? "bound to another" : gw_strerror(rc));
+        *out = NULL;
+        return 0;
+    }
+    return 1;
 }
 
 /* The ringing or bridged call a MAC takes part in, or NULL. */
@@ -323,8 +345,8 @@ static int ambiguous(struct gw_device_calls *c, int route, const char *role,
     char msg[160];
     uint64_t skipped = 0;
 
-    snprintf(msg, sizeof(msg),
-             "ambiguous: %u online devices have the %s MAC %s", n, role, mac);
+    snprintf(msg, sizeof(msg), "ambiguous: %u devices have the %s MAC %s", n,
+             role, mac);
     if (gw_bucket_take(&c->ambiguous_log, &ambiguous_rate, uv_now(c->env.loop),
                        &skipped)) {
         gw_log(GW_LOG_WARN, SUBJECT,
@@ -424,9 +446,8 @@ static int call_request(struct gw_device_calls *c, const char *body, size_t len,
                       NULL, out);
     }
     /* Both MACs name exactly one device before anything happens. */
-    unsigned n_target = device_of_mac(c->env.devices, rq.target_mac, &target);
-    unsigned n_caller =
-        device_of_mac(c->env.devices, rq.caller_mac, &caller_dev);
+    unsigned n_target = device_of_mac(c, rq.target_mac, peer, &target);
+    unsigned n_caller = device_of_mac(c, rq.caller_mac, peer, &caller_dev);
     if (n_target > 1) {
         return ambiguous(c, API_REQUEST, "target", rq.target_mac, n_target,
                          peer, out);
@@ -512,7 +533,7 @@ static int call_accept(struct gw_device_calls *c, const char *body, size_t len,
                       NULL, out);
     }
     struct gw_device *callee_dev;
-    unsigned n = device_of_mac(c->env.devices, rq.mac, &callee_dev);
+    unsigned n = device_of_mac(c, rq.mac, peer, &callee_dev);
     if (n > 1) {
         return ambiguous(c, API_ACCEPT, "callee", rq.mac, n, peer, out);
     }

@@ -17,6 +17,7 @@
 #include "codec/call_request.h"
 #include "common/list.h"
 #include "common/ratelimit.h"
+#include "gateway/binding/binding.h"
 #include "gateway/core/config_hold.h"
 #include "gateway/device/device_table.h"
 #include "gateway/device/publish.h"
@@ -91,8 +92,9 @@ struct gw_device_calls_env {
     struct gw_config_live *config;
     struct gw_publisher *pub;
     struct gw_device_table *devices;
-    struct gw_sessions *sessions; /* whose sessions take part; they tell
-                                     the calls their audio and their end */
+    struct gw_sessions *sessions;      /* whose sessions take part; they tell
+                                          the calls their audio and their end */
+    struct gw_binding_store *bindings; /* NULL: client ids are identities */
 };
 
 /* Every call (one per instance, beside its session table). */

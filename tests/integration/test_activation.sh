@@ -220,7 +220,18 @@ check "after 10 tries from one address the rest are 429" test "$limited" -ge 29
 check "counted" test "$(gw_metric "$API" \
     'hybridgw_bindings_requests_total{result="limited"}' "$TOKEN")" -ge 29
 
-echo "# 10. a device with a factory serial number binds itself by its HMAC"
+echo "# 10. new devices from one address are limited too"
+limited=0
+for i in $(seq 1 70); do
+    st=$(ota_check /dev/null "02:00:00:00:09:$(printf %02x "$i")" "$UUID")
+    [ "$st" != 429 ] || limited=$((limited + 1))
+done
+echo "# $limited of 70 new devices from one address refused with 429"
+check "beyond 60 at once from one address: 429" test "$limited" -ge 5
+check "counted" test "$(gw_metric "$API" \
+    'hybridgw_ota_requests_total{result="limited"}' "$TOKEN")" = "$limited"
+
+echo "# 11. a device with a factory serial number binds itself by its HMAC"
 kill "$GW_PID"
 wait_for_exit "$GW_PID" >/dev/null
 jq --arg k "$FLEET_KEY" '.ota.serial_key = $k' "$cfg" >"$GW_TMP/gw2.json"

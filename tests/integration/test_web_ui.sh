@@ -6,8 +6,7 @@
 # page's form and reads the answers shown; screenshots are kept under the
 # build directory (test-artifacts/web_ui). curl checks the static file
 # server: types and headers, GET/HEAD only, and every way out of the
-# directory (dot segments, hidden files, symbolic links) refused. With a
-# gateway that has the bindings API (GET /api/bindings is 200), a device
+# directory (dot segments, hidden files, symbolic links) refused. A device
 # provisioning itself (hybridgw-sim device --ota) waits for activation and
 # the page binds it by the code it shows, then unbinds it.
 GW=$1
@@ -36,17 +35,11 @@ HTTP_PORT=$(free_port)
 BASE=http://127.0.0.1:$HTTP_PORT
 cfg=$GW_TMP/gw.json
 
-# OTA on, so that a device can wait for activation; a gateway with the
-# bindings store gets one in the test's directory (one without refuses
-# the key).
+# OTA on, so that a device can wait for activation, with the bindings
+# store in the test's directory.
 OTA_JSON="\"ota\": { \"enabled\": true, \"mqtt_endpoint\": \"127.0.0.1:$BROKER_PORT\",
           \"device_key\": \"$PLUGIN_KEY\", \"group\": \"GID_test\" },"
-echo "{ \"bindings\": { \"path\": \"$GW_TMP/bindings.db\" } }" >"$GW_TMP/probe.json"
-if "$GW" --check-config -c "$GW_TMP/probe.json" 2>&1 | grep -q 'bindings.*unknown key'; then
-    STORE_JSON=
-else
-    STORE_JSON="\"bindings\": { \"path\": \"$GW_TMP/bindings.db\" },"
-fi
+STORE_JSON="\"bindings\": { \"path\": \"$GW_TMP/bindings.db\" },"
 
 # write_config UI_DIR
 write_config() {
@@ -234,27 +227,19 @@ if [ "$code" = 400 ]; then
 else
     echo "# the alert route answers $code: the page's alert form is not driven"
 fi
-bind=()
-BIND_PID=
-# The Bindings panel, when this gateway has the API: a device provisioning
-# itself waits for activation, showing its code.
-code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 10 \
-    -H "Authorization: Bearer $TOKEN" "$BASE/api/bindings")
-if [ "$code" = 200 ]; then
-    BIND_MAC=02:00:00:00:0a:03
-    BIND_ID='GID_test@@@02_00_00_00_0a_03@@@web-bind'
-    "$SIM" device --ota "$BASE/xiaozhi/ota/" --mac "$BIND_MAC" --uuid web-bind \
-        --activate-pending-ms 300 --activate-retry-ms 1000 --idle --json \
-        >"$GW_TMP/bind.out" 2>>"$GW_TMP/devices.err" &
-    BIND_PID=$!
-    peer_log "$GW_TMP/bind.out"
-    check "a provisioning device waits for activation with a code" \
-        wait_for_line "$GW_TMP/bind.out" '^activation code [0-9]{6}$'
-    bind=(--bindings --bind-code "$(grep -m1 '^activation code' "$GW_TMP/bind.out" | cut -d' ' -f3)"
-        --bind-mac "$BIND_MAC" --bind-id "$BIND_ID")
-else
-    echo "# GET /api/bindings answers $code: the Bindings panel is driven only as absent"
-fi
+# The Bindings panel: a device provisioning itself waits for
+# activation, showing its code.
+BIND_MAC=02:00:00:00:0a:03
+BIND_ID='GID_test@@@02_00_00_00_0a_03@@@web-bind'
+"$SIM" device --ota "$BASE/xiaozhi/ota/" --mac "$BIND_MAC" --uuid web-bind \
+    --activate-pending-ms 300 --activate-retry-ms 1000 --idle --json \
+    >"$GW_TMP/bind.out" 2>>"$GW_TMP/devices.err" &
+BIND_PID=$!
+peer_log "$GW_TMP/bind.out"
+check "a provisioning device waits for activation with a code" \
+    wait_for_line "$GW_TMP/bind.out" '^activation code [0-9]{6}$'
+bind=(--bindings --bind-code "$(grep -m1 '^activation code' "$GW_TMP/bind.out" | cut -d' ' -f3)"
+    --bind-mac "$BIND_MAC" --bind-id "$BIND_ID")
 # Bounded below ctest's 120 s: a browser that hangs still gets reported.
 timeout 90 node "$src/tests/web/ui.mjs" --base "$BASE" --token "$TOKEN" --device "$ID" \
     --tools 4 --session "$TALK" --backend mock --out "$ARTIFACTS" \

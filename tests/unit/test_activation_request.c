@@ -28,8 +28,8 @@ static void test_firmware_bodies(void **state)
     const char *why = "unset";
     const char *proof =
         "{\"algorithm\":\"hmac-sha256\",\"serial_number\":\"SN0123456789\","
-        "\"challenge\":\"6b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e\",\"hmac\":\"" HMAC_HEX
-        "\"}";
+        "\"challenge\":\"6b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e\",\"hmac\":"
+        "\"" HMAC_HEX "\"}";
 
     (void)state;
     assert_int_equal(parse("{}", &r, &why), 0);
@@ -112,8 +112,9 @@ static void test_limits(void **state)
     memset(big, ' ', sizeof(big) - 1);
     big[0] = '{';
     big[sizeof(big) - 2] = '}';
-    assert_int_equal(gw_activation_request_parse(big, sizeof(big) - 1, &r, &why),
-                     GW_ETOOBIG);
+    assert_int_equal(
+        gw_activation_request_parse(big, sizeof(big) - 1, &r, &why),
+        GW_ETOOBIG);
     memset(serial, 'S', sizeof(serial) - 1);
     serial[sizeof(serial) - 1] = '\0';
     snprintf(body, sizeof(body),
