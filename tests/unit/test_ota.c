@@ -484,6 +484,30 @@ static void test_answer_options(void **state)
     cJSON_Delete(doc);
 }
 
+/* "{board}" cannot make the gateways' reserved group, nor outgrow 32
+ * characters of board. */
+static void test_client_id_group(void **state)
+{
+    char id[GW_CLIENT_ID_MAX + 1];
+
+    (void)state;
+    assert_int_equal(
+        gw_ota_client_id("{board}", MAC, UUID, "hybridgw-gw-1", id), GW_EPROTO);
+    assert_int_equal(gw_ota_client_id("{board}", MAC, UUID, "HybridGW", id),
+                     GW_EPROTO);
+    assert_int_equal(gw_ota_client_id("GID_{board}", MAC, UUID, "hybridgw", id),
+                     0);
+    assert_string_equal(id, "GID_hybridgw@@@a0_85_e3_f4_49_34@@@" UUID);
+    assert_int_equal(gw_ota_client_id("GID_{board}", MAC, UUID,
+                                      "b1234567890123456789012345678901234567",
+                                      id),
+                     0);
+    assert_string_equal(id, "GID_b1234567890123456789012345678901@@@"
+                            "a0_85_e3_f4_49_34@@@" UUID);
+    assert_int_equal(gw_ota_client_id("GID_{board}", MAC, UUID, "", id), 0);
+    assert_string_equal(id, "GID_unknown@@@a0_85_e3_f4_49_34@@@" UUID);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +521,7 @@ int main(void)
         cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_answer),
         cmocka_unit_test(test_answer_options),
+        cmocka_unit_test(test_client_id_group),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
