@@ -107,6 +107,7 @@ static cJSON *binding_json(const struct gw_binding *b)
 
 struct listing {
     const struct gw_config *cfg;
+    struct gw_binding_store *store;
     cJSON *bindings, *pending;
     int64_t last;
 };
@@ -125,6 +126,7 @@ static void add_pending(const struct gw_binding_pending *p, void *arg)
     struct listing *l = arg;
     struct gw_binding b = {0};
     cJSON *o = cJSON_CreateObject();
+    int bound = 0;
 
     cJSON_AddStringToObject(o, "mac", p->mac);
     cJSON_AddStringToObject(o, "uuid", p->uuid);
@@ -134,6 +136,11 @@ static void add_pending(const struct gw_binding_pending *p, void *arg)
         cJSON_AddStringToObject(o, "client_id", b.client_id);
     }
     cJSON_AddBoolToObject(o, "serial_number", p->serial_number[0] != '\0');
+    /* Its MAC bound to another identity already: an impostor, or a
+     * device that lost its uuid (the operator tells which). */
+    if (gw_binding_count_mac(l->store, p->mac, &bound) == 0) {
+        cJSON_AddNumberToObject(o, "mac_bindings", bound);
+    }
     cJSON_AddStringToObject(o, "peer", p->peer);
     cJSON_AddNumberToObject(o, "created_ms", (double)p->created_ms);
     cJSON_AddNumberToObject(o, "expires_ms", (double)p->expires_ms);
@@ -144,7 +151,8 @@ static void list(const struct gw_http_api_env *env, struct gw__api_ota *ota,
                  struct gw_http_req *req)
 {
     const char *q = gw_http_req_query(req);
-    struct listing l = {.cfg = gw_config_live_get(env->config)};
+    struct listing l = {.cfg = gw_config_live_get(env->config),
+                        .store = env->bindings};
     int64_t after = 0;
     cJSON *doc = cJSON_CreateObject();
     int n, m;

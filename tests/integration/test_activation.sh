@@ -144,6 +144,10 @@ check "they still name the client id and broker (the device keeps its pair)" \
 st=$(ota_check "$GW_TMP/imp.json" "$MAC" "11111111-2222-4333-8444-555555555555")
 check "an impostor with the device's MAC and another uuid: a code, no mqtt" \
     jq -e '(has("mqtt") | not) and (.activation.code | length == 6)' "$GW_TMP/imp.json"
+check "listed pending with its MAC already bound once (for the operator)" \
+    sh -c "curl -s -H 'Authorization: Bearer $TOKEN' $API/api/bindings |
+        jq -e '.pending[] | select(.uuid == \"11111111-2222-4333-8444-555555555555\") |
+            .mac_bindings == 1' >/dev/null"
 check "counted: issued 1" test "$(gw_metric "$API" \
     'hybridgw_ota_requests_total{result="issued"}' "$TOKEN")" = 1
 
