@@ -239,6 +239,9 @@ static void bind_by_code(const struct gw_http_api_env *env,
         rc = gw__api_binding_from_pending(cfg, &p, &b);
     }
     if (rc == 0) {
+        /* A serial number is kept only as its proof binds it: the header
+         * of a check proves nothing. */
+        b.serial_number[0] = '\0';
         b.bound_ms = gw__api_wall_ms();
         rc = gw_binding_bind(env->bindings, &b);
     }

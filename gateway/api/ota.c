@@ -348,7 +348,8 @@ static void serve_bound(const struct gw_config *cfg,
     char *text = NULL;
     int rc = gw_binding_claim_issue(env->bindings, b->id, &o.credentials);
 
-    if (rc == 0 && !o.credentials && serial != NULL && serial[0] != '\0' &&
+    if (rc == 0 && !o.credentials && serial != NULL &&
+        strcmp(serial, b->serial_number) == 0 && serial[0] != '\0' &&
         cfg->ota.serial_key[0] != '\0') {
         /* It can prove itself again (docs/protocol.md section 9.2). */
         rc = gw__api_ota_reissue_challenge(cfg, b, now / ttl, challenge);

@@ -82,7 +82,9 @@ static bool reissue_ok(const struct gw_config *cfg, const struct gw_binding *b,
     int64_t ttl = GW__API_OTA_TTL_MS(cfg), window = gw__api_wall_ms() / ttl;
     char challenge[33];
 
-    if (b->serial_number[0] != '\0' &&
+    /* Only the serial number that bound it: another genuine device's
+     * proof says nothing of this one. */
+    if (b->serial_number[0] == '\0' ||
         strcmp(b->serial_number, a->serial_number) != 0) {
         return false;
     }
@@ -155,7 +157,15 @@ static void self_bind(const struct gw_config *cfg,
         rc = gw_binding_bind(env->bindings, &b);
     }
     if (rc == GW_EEXIST) {
-        answer(ota, GW_OTA_ACTIVATE_BOUND, req, 200, "bound");
+        /* Bound meanwhile (another instance), or its serial number binds
+         * another identity already: one device, one binding. */
+        struct gw_binding known;
+        if (gw_binding_find(env->bindings, p->mac, p->uuid, &known) == 0) {
+            answer(ota, GW_OTA_ACTIVATE_BOUND, req, 200, "bound");
+        } else {
+            refuse(ota, GW_OTA_ACTIVATE_DENIED, req, 403,
+                   "this serial number is bound to another device");
+        }
         return;
     }
     if (rc != 0) {

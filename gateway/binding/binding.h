@@ -134,8 +134,8 @@ GW_MUST_CHECK int gw_binding_pending_find(struct gw_binding_store *s,
  * Binds: in one transaction, deletes the pending row of (b->mac, b->uuid)
  * if any and inserts b (client_id, mac, uuid, group, board,
  * serial_number, by, bound_ms; issued and reissue false) with a new id,
- * written back to b->id. GW_EEXIST if that identity or client id is
- * already bound.
+ * written back to b->id. GW_EEXIST if that identity, client id or
+ * (non-empty) serial number is already bound.
  */
 GW_MUST_CHECK int gw_binding_bind(struct gw_binding_store *s,
                                   struct gw_binding *b);

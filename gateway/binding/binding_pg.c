@@ -39,6 +39,10 @@ static const char schema[] =
     " board text NOT NULL, serial_number text NOT NULL, peer text NOT NULL,"
     " created_ms bigint NOT NULL, expires_ms bigint NOT NULL,"
     " PRIMARY KEY (mac, uuid));"
+    /* One device, one binding: a factory serial number binds one
+     * identity, so one proof cannot bind many. */
+    "CREATE UNIQUE INDEX IF NOT EXISTS bindings_serial ON bindings"
+    " (serial_number) WHERE serial_number <> '';"
     "CREATE INDEX IF NOT EXISTS pending_expires ON pending (expires_ms);"
     "CREATE TABLE IF NOT EXISTS revoked ("
     " client_id text PRIMARY KEY, below bigint NOT NULL);"

@@ -40,6 +40,10 @@ static const char schema[] =
     " board TEXT NOT NULL, serial_number TEXT NOT NULL, peer TEXT NOT NULL,"
     " created_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL,"
     " PRIMARY KEY (mac, uuid));"
+    /* One device, one binding: a factory serial number binds one
+     * identity, so one proof cannot bind many. */
+    "CREATE UNIQUE INDEX IF NOT EXISTS bindings_serial ON bindings"
+    " (serial_number) WHERE serial_number <> '';"
     "CREATE INDEX IF NOT EXISTS pending_expires ON pending (expires_ms);"
     "CREATE TABLE IF NOT EXISTS revoked ("
     " client_id TEXT PRIMARY KEY, below INTEGER NOT NULL);";

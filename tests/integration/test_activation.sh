@@ -269,4 +269,28 @@ check "listed as bound by its hmac" sh -c "curl -s -H 'Authorization: Bearer $TO
 check "activations counted" test "$(gw_metric "$API" \
     'hybridgw_ota_activations_total{result="denied"}' "$TOKEN")" = 1
 
+echo "# 12. one serial number binds one identity; a reissue needs its own"
+MAC4=a0:85:e3:f4:49:78
+UUID4=8b7c6d5e-4f3a-4b2c-9d0e-1f2a3b4c5d6e
+ota_check "$GW_TMP/t1.json" "$MAC4" "$UUID4" "$SN" >/dev/null
+CH=$(jq -r .activation.challenge "$GW_TMP/t1.json")
+proof=$(printf '%s' "$CH" | openssl dgst -sha256 -mac HMAC \
+    -macopt "hexkey:$devkey" | awk '{print $NF}')
+st=$(activate "$GW_TMP/t2.json" "$(body "$proof")" "$MAC4" "$UUID4")
+check "the same serial's proof for another identity: 403 ($(cat "$GW_TMP/t2.json"))" \
+    test "$st" = 403
+ota_check "$GW_TMP/s6.json" "$MAC3" "$UUID3" "$SN" >/dev/null
+CH=$(jq -r '.activation.challenge // empty' "$GW_TMP/s6.json")
+check "the bound serial device's later check: no password, a challenge, no code" \
+    jq -e '(.mqtt | has("password") | not) and (.activation | has("code") | not)' \
+    "$GW_TMP/s6.json"
+proof=$(printf '%s' "$CH" | openssl dgst -sha256 -mac HMAC \
+    -macopt "hexkey:$devkey" | awk '{print $NF}')
+st=$(activate "$GW_TMP/s7.json" "$(body "$proof")" "$MAC3" "$UUID3")
+check "its proof: 200" test "$st" = 200
+ota_check "$GW_TMP/s8.json" "$MAC3" "$UUID3" "$SN" >/dev/null
+check "then its credentials again, once" jq -e '.mqtt.password | length > 0' "$GW_TMP/s8.json"
+ota_check "$GW_TMP/s9.json" "$MAC3" "$UUID3" >/dev/null
+check "and not without a proof" jq -e '.mqtt | has("password") | not' "$GW_TMP/s9.json"
+
 finish
