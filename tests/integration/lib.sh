@@ -292,3 +292,18 @@ mcp_tools_ready() {
 mcp_client() {
     node "$src/tests/mcp/client.mjs" "$@"
 }
+
+# ---- OTA activation (docs/protocol.md section 9.3) ----
+
+# bind_identity BASE TOKEN MAC UUID: the device's OTA check at the gateway
+# whose HTTP base is BASE, then the operator's bind by the code it got;
+# prints the bind's status (201 bound).
+bind_identity() {
+    local code
+    code=$(curl -sS --max-time 5 -X POST -H "Device-Id: $3" -H "Client-Id: $4" \
+        -H 'User-Agent: b/2.4.2' --data '{}' "$1/xiaozhi/ota/" |
+        jq -r .activation.code)
+    curl -sS --max-time 5 -o /dev/null -w '%{http_code}' -X POST \
+        -H "Authorization: Bearer $2" -H 'Content-Type: application/json' \
+        --data "{\"code\":\"$code\"}" "$1/api/bindings"
+}

@@ -53,16 +53,6 @@ active() {
 online() {
     wait_for_line "$GW_LOG" "dev=${DEV_ID[$1]} mcp.* [0-9]+ tools? in [0-9]+ pages?"
 }
-# bind MAC UUID: the OTA check, then the operator's bind by its code.
-bind() {
-    local code
-    code=$(curl -sS --max-time 5 -X POST -H "Device-Id: $1" -H "Client-Id: $2" \
-        -H 'User-Agent: b/2.4.2' --data '{}' "$BASE/xiaozhi/ota/" |
-        jq -r .activation.code)
-    curl -sS --max-time 5 -o /dev/null -w '%{http_code}' -X POST \
-        -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
-        --data "{\"code\":\"$code\"}" "$BASE/api/bindings"
-}
 api() {
     curl -sS --max-time 10 -o "$GW_TMP/api.json" -w '%{http_code}' -X POST \
         -H "Authorization: Bearer $(daily_token "$MKEY")" \
@@ -77,7 +67,7 @@ device k 01 --frames 0 --turns 0 --turn-timeout 600000
 device m 02 --idle
 check "the caller's session becomes active" active k
 check "the callee-to-be is online" online m
-check "the caller is bound" test "$(bind "${DEV_MAC[k]}" id-k)" = 201
+check "the caller is bound" test "$(bind_identity "$BASE" "$TOKEN" "${DEV_MAC[k]}" id-k)" = 201
 
 echo "# 1. the callee online but not bound: not woken"
 st=$(api /api/call/request "$(request_body "${DEV_MAC[k]}" "${DEV_MAC[m]}" Kim)")
@@ -87,7 +77,7 @@ check "logged: online but not bound" \
     grep -q "${DEV_ID[m]} is online but not bound to MAC ${DEV_MAC[m]}" "$GW_LOG"
 
 echo "# 2. bound, it is woken"
-check "the callee is bound" test "$(bind "${DEV_MAC[m]}" id-m)" = 201
+check "the callee is bound" test "$(bind_identity "$BASE" "$TOKEN" "${DEV_MAC[m]}" id-m)" = 201
 st=$(api /api/call/request "$(request_body "${DEV_MAC[k]}" "${DEV_MAC[m]}" Kim)")
 check "the request rings ($st)" jq -e '.status == "pending"' "$GW_TMP/api.json"
 check "the callee is woken" wait_until 10 grep -q 'self.remote_wakeup' "$GW_TMP/m.out"
@@ -98,7 +88,7 @@ echo "# 3. a second identity bound with the callee's MAC: ambiguous"
 device m2 02 --idle
 wait_until 10 grep -q "call ended" "$GW_LOG"
 check "a second identity with that MAC is bound" \
-    test "$(bind "${DEV_MAC[m]}" id-m2)" = 201
+    test "$(bind_identity "$BASE" "$TOKEN" "${DEV_MAC[m]}" id-m2)" = 201
 check "the twin comes online" wait_for_line "$GW_LOG" "dev=GID_test@@@02_00_00_00_0d_02@@@id-m2 mcp.* [0-9]+ tools? in"
 st=$(api /api/call/request "$(request_body "${DEV_MAC[k]}" "${DEV_MAC[m]}" Kim)")
 check "409 ambiguous, with one of them online ($st)" \

@@ -64,16 +64,6 @@ ask() {
     grep "\"id\":$3[,}]" "$GW_TMP/$1.down" | tail -n 1 |
         jq -r 'if .payload.result then "result" else .payload.error.message end'
 }
-# bind MAC UUID: the OTA check, then the operator's bind by its code.
-bind() {
-    local code
-    code=$(curl -sS --max-time 5 -X POST -H "Device-Id: $1" -H "Client-Id: $2" \
-        -H 'User-Agent: b/2.4.2' --data '{}' "$API/xiaozhi/ota/" |
-        jq -r .activation.code)
-    curl -sS --max-time 5 -o /dev/null -w '%{http_code}' -X POST \
-        -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
-        --data "{\"code\":\"$code\"}" "$API/api/bindings"
-}
 
 listen "$DEV"
 listen "$TWIN"
@@ -88,7 +78,7 @@ check "a client id claiming the allowed group, not bound: refused ($r)" \
     grep -q 'no MCP server named bygroup' <<<"$r"
 
 echo "# 2. bound, the device reaches the server its MAC is allowed"
-check "bound by the operator" test "$(bind "$MAC" uuid-real)" = 201
+check "bound by the operator" test "$(bind_identity "$API" "$TOKEN" "$MAC" uuid-real)" = 201
 r=$(ask "$DEV" bymac 3)
 check "its initialize is answered by the server ($r)" test "$r" = result
 r=$(ask "$DEV" bygroup 4)
@@ -98,7 +88,7 @@ check "not the server of a group it is not bound in ($r)" \
 echo "# 3. a second identity bound with the same MAC: the MAC names nobody"
 r=$(ask "$TWIN" bymac 5)
 check "the twin, not bound, is refused ($r)" grep -q 'no MCP server named' <<<"$r"
-check "the twin bound too" test "$(bind "$MAC" uuid-twin)" = 201
+check "the twin bound too" test "$(bind_identity "$API" "$TOKEN" "$MAC" uuid-twin)" = 201
 r=$(ask "$TWIN" bymac 6)
 check "now the twin is refused: its MAC is bound twice ($r)" \
     grep -q 'no MCP server named' <<<"$r"
