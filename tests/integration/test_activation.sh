@@ -223,6 +223,21 @@ echo "# $limited of 40 wrong codes refused with 429"
 check "after 10 tries from one address the rest are 429" test "$limited" -ge 29
 check "counted" test "$(gw_metric "$API" \
     'hybridgw_bindings_requests_total{result="limited"}' "$TOKEN")" -ge 29
+# Other addresses (127.0.0.2, ...) share the bound over all of them: 30 at
+# once, of which the first address took 10.
+others=0
+for a in 2 3 4; do
+    for i in $(seq 1 10); do
+        st=$(curl -sS --max-time 5 --interface "127.0.0.$a" -o /dev/null \
+            -w '%{http_code}' -X POST -H "Authorization: Bearer $TOKEN" \
+            -H 'Content-Type: application/json' \
+            --data "{\"code\":\"$(printf '%06d' "$((a * 100 + i))")\"}" \
+            "$API/api/bindings")
+        [ "$st" != 429 ] || others=$((others + 1))
+    done
+done
+echo "# $others of 30 wrong codes from three other addresses refused with 429"
+check "the overall bound holds across addresses" test "$others" -ge 8
 
 echo "# 10. new devices from one address are limited too"
 limited=0
