@@ -52,6 +52,10 @@ struct gw_sim_ota {
     struct gw_sim_ota_answer last;
 };
 
+/* A line for the device's transcript (checked as printf's arguments). */
+static void event(struct gw_sim_ota *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 static void event(struct gw_sim_ota *t, const char *fmt, ...)
 {
     char line[512];

@@ -18,36 +18,6 @@
 #include "broker/revoked.h"
 #include "codec/client_id.h"
 
-/* An accepted device is refused once its binding id is revoked, and
- * accepted again by a revocation that leaves it. */
-static void check_revoked(const char *id, const char *user, const char *pw,
-                          uint64_t binding)
-{
-    struct gw_broker_revoked *r;
-    uint64_t b2;
-
-    if (gw_broker_revoked_create(&r) != 0) {
-        return;
-    }
-    if (gw_broker_revoked_raise(r, id, binding + 1) != 1 ||
-        gw_broker_auth_check(&opts, r, id, user, pw, &b2) !=
-            GW_BROKER_AUTH_REVOKED ||
-        b2 != 0) {
-        abort();
-    }
-    gw_broker_revoked_destroy(r);
-    if (binding == 0 || gw_broker_revoked_create(&r) != 0) {
-        return;
-    }
-    if (gw_broker_revoked_raise(r, id, binding) != 1 ||
-        gw_broker_auth_check(&opts, r, id, user, pw, &b2) !=
-            GW_BROKER_AUTH_DEVICE ||
-        b2 != binding) {
-        abort();
-    }
-    gw_broker_revoked_destroy(r);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct gw_broker_options opts;
