@@ -112,6 +112,12 @@ static void check_route(const char *id, const char *topic)
             abort();
         }
         break;
+    case GW_BROKER_ROUTE_REVOKE:
+        /* The revocation topic exactly: taken by the plugin itself. */
+        if (strcmp(topic, opts.revoke_topic) != 0) {
+            abort();
+        }
+        break;
     case GW_BROKER_ROUTE_PASS:
     case GW_BROKER_ROUTE_DROP:
         break;

@@ -205,7 +205,7 @@ static void check_label(const char *buf, size_t size, char *label)
         abort();
     }
     if (size == 0) {
-        memcpy(label, "device000000-00000000", GW_MCP_LABEL_LEN + 1);
+        memcpy(label, "device000000-0000000000000000", GW_MCP_LABEL_LEN + 1);
     }
     if (strlen(label) != GW_MCP_LABEL_LEN ||
         gw_mcp_aggregate_name(label, "t", joined, sizeof(joined)) != 0) {

@@ -268,7 +268,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *buf = guarded_copy(data, size);
-    char label[GW_MCP_LABEL_LEN + 1] = "device000000-00000000";
+    char label[GW_MCP_LABEL_LEN + 1] = "device000000-0000000000000000";
     const cJSON *result, *tok;
     cJSON *root;
 
