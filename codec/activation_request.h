@@ -1,5 +1,5 @@
 /*
- * The firmware's activation request (docs/protocol.md section 9.2): the
+ * The firmware's activation request (docs/protocol.md section 9.3): the
  * body a device POSTs to <ota url>/activate after an answer with an
  * activation challenge, `{}` or its serial number's HMAC over the
  * challenge.

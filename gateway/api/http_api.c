@@ -529,7 +529,7 @@ int gw_http_api_init(const struct gw_http_api_env *env,
     api->ota.loop = env->loop;
     /* A code or proof tried: a few a minute from one address, and a
      * bound over all of them that keeps a 6-digit code unguessable in its
-     * lifetime (docs/protocol.md section 9.2). */
+     * lifetime (docs/protocol.md section 9.3). */
     gw_ratelimit_init(&api->ota.guesses,
                       (struct gw_bucket_rate){.per_s = 10.0 / 60, .burst = 10},
                       (struct gw_bucket_rate){.per_s = 30.0 / 60, .burst = 30},

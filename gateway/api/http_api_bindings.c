@@ -2,7 +2,7 @@
  * /api/bindings (http.token): the operator lists bindings and pending
  * activations, binds a device by the code it shows, and undoes a binding,
  * which the instance then tells the broker plugin (docs/protocol.md
- * section 9.2).
+ * section 9.3).
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -351,7 +351,7 @@ static void serve_bound(const struct gw_config *cfg,
     if (rc == 0 && !o.credentials && serial != NULL &&
         strcmp(serial, b->serial_number) == 0 && serial[0] != '\0' &&
         cfg->ota.serial_key[0] != '\0') {
-        /* It can prove itself again (docs/protocol.md section 9.2). */
+        /* It can prove itself again (docs/protocol.md section 9.3). */
         rc = gw__api_ota_reissue_challenge(cfg, b, now / ttl, challenge);
         o.challenge = challenge;
         o.timeout_ms = ttl - now % ttl;

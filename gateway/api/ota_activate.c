@@ -1,7 +1,7 @@
 /*
  * POST <ota url>/activate: a device shown an activation asks whether it
  * is bound yet, proving itself with its serial number's HMAC when it has
- * one (docs/protocol.md section 9.2).
+ * one (docs/protocol.md section 9.3).
  */
 #include <inttypes.h>
 #include <stdio.h>
