@@ -166,6 +166,34 @@ bool gw_rpc_id_u32(const cJSON *id, uint32_t *out)
     return true;
 }
 
+bool gw_rpc_token_u32(const cJSON *token, uint32_t *out)
+{
+    const char *s;
+    size_t n;
+    uint64_t v = 0;
+
+    if (cJSON_IsNumber(token)) {
+        return gw_rpc_id_u32(token, out);
+    }
+    if (!cJSON_IsString(token) || out == NULL) {
+        return false;
+    }
+    s = token->valuestring;
+    n = strlen(s);
+    if (n == 0 || n > 10 || strspn(s, "0123456789") != n ||
+        (s[0] == '0' && n > 1)) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (v > GW_RPC_ID_MAX) {
+        return false;
+    }
+    *out = (uint32_t)v;
+    return true;
+}
+
 /* A message with only "jsonrpc":"2.0" in it. */
 static cJSON *envelope(void)
 {

@@ -68,6 +68,15 @@ GW_MUST_CHECK int gw_rpc_classify(const cJSON *msg, struct gw_rpc *out);
 bool gw_rpc_id_u32(const cJSON *id, uint32_t *out);
 
 /*
+ * A progress token the gateway sent as a number, in any JSON form a peer
+ * echoes it: that number, or a string of its decimal digits (esp-mcp keeps
+ * a numeric token as text and sends it back as a string). A string must be
+ * the canonical form: 1..10 digits, no sign, no leading zero, at most
+ * GW_RPC_ID_MAX. Sets *out.
+ */
+bool gw_rpc_token_u32(const cJSON *token, uint32_t *out);
+
+/*
  * {"jsonrpc":"2.0","id":id,"method":method[,"params":params]}; params is
  * moved into the message (deleted on failure), may be NULL. NULL on OOM.
  */

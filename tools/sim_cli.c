@@ -55,6 +55,7 @@ enum {
     O_MCP_REMOTE,
     O_MCP_REMOTE_INIT,
     O_MCP_REMOTE_PROGRESS,
+    O_MCP_STRING_PROGRESS,
     O_MCP_UPDATE,
     O_MCP_CHANGE,
     O_MCP_BIG,
@@ -109,6 +110,7 @@ static const struct option cli_options[] = {
     {"mcp-remote", required_argument, NULL, O_MCP_REMOTE},
     {"mcp-remote-init", no_argument, NULL, O_MCP_REMOTE_INIT},
     {"mcp-remote-progress", no_argument, NULL, O_MCP_REMOTE_PROGRESS},
+    {"mcp-string-progress", no_argument, NULL, O_MCP_STRING_PROGRESS},
     {"mcp-update-ms", required_argument, NULL, O_MCP_UPDATE},
     {"mcp-change-after-ms", required_argument, NULL, O_MCP_CHANGE},
     {"mcp-big-resource-bytes", required_argument, NULL, O_MCP_BIG},
@@ -224,6 +226,9 @@ void gw_sim_cli_usage(FILE *out)
         "_meta.progressToken (their\n"
         "                           id); progress from the server is "
         "checked\n"
+        "  --mcp-string-progress    esp: a numeric progress token comes back "
+        "as a\n"
+        "                           string, as esp-mcp's engine sends it\n"
         "  --mcp-update-ms N        esp: resources/updated every N ms per\n"
         "                           subscribed uri (default 0: never)\n"
         "  --mcp-change-after-ms N  esp: add a tool, a resource and a "
@@ -473,6 +478,9 @@ int gw_sim_cli_parse(struct gw_sim_cli *cli, int code, const char *arg)
         break;
     case O_MCP_REMOTE_PROGRESS:
         o->mcp_remote_progress = true;
+        break;
+    case O_MCP_STRING_PROGRESS:
+        o->mcp_string_progress = true;
         break;
     case O_IDLE:
         o->idle = true;

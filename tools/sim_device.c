@@ -241,6 +241,7 @@ static int setup_state(struct gw_sim_device *d,
             .n_remote = o->n_mcp_remote,
             .remote_init = o->mcp_remote_init,
             .remote_progress = o->mcp_remote_progress,
+            .string_progress = o->mcp_string_progress,
         };
         if ((rc = gw_sim_esp_create(&eo, &d->mcp, &d->esp)) != 0) {
             return rc;

@@ -284,6 +284,7 @@ struct gw_sim_device_options {
     size_t n_mcp_remote;
     bool mcp_remote_init;     /* esp: initialize each endpoint first */
     bool mcp_remote_progress; /* esp: remote calls carry a progress token */
+    bool mcp_string_progress; /* esp: numeric tokens echoed as strings */
     bool call; /* device calls (sim_device_call.c): remote wake-up,
                   numbered uplink frames, received call audio checked */
     bool idle; /* connect and stay online with no conversation until a

@@ -46,6 +46,7 @@ struct gw_sim_esp_options {
     size_t n_remote;
     bool remote_init;     /* initialize each remote endpoint first */
     bool remote_progress; /* remote calls carry a progress token */
+    bool string_progress; /* a numeric token echoed as a string (esp-mcp) */
 };
 
 /* What the server did and saw; all counters only grow. */

@@ -686,8 +686,15 @@ void gw_sim_esp_count_step(struct gw_sim_esp *e, struct call *c)
             e->oom = true;
             return;
         }
-        cJSON_AddItemToObject(p, "progressToken",
-                              cJSON_Duplicate(c->token, true));
+        if (e->o.string_progress && cJSON_IsNumber(c->token)) {
+            /* esp-mcp keeps a numeric token as text and echoes that. */
+            char tok[32];
+            snprintf(tok, sizeof(tok), "%.0f", c->token->valuedouble);
+            cJSON_AddStringToObject(p, "progressToken", tok);
+        } else {
+            cJSON_AddItemToObject(p, "progressToken",
+                                  cJSON_Duplicate(c->token, true));
+        }
         cJSON_AddNumberToObject(p, "progress", c->step);
         cJSON_AddNumberToObject(p, "total", c->steps);
         cJSON_AddStringToObject(p, "message", text);

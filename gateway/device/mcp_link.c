@@ -815,7 +815,8 @@ bool gw__device_link_on_progress(struct gw_mcp_link *link,
     struct gw_mcp_request *p = NULL;
     uint32_t id;
 
-    if (!gw_rpc_id_u32(tok, &id)) {
+    /* The token as sent, or as esp-mcp echoes it: a string. */
+    if (!gw_rpc_token_u32(tok, &id)) {
         return false;
     }
     HASH_FIND(hh, link->pending, &id, sizeof(id), p);

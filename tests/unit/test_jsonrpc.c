@@ -250,6 +250,48 @@ static void test_id_u32(void **state)
     assert_false(gw_rpc_id_u32(NULL, &out));
 }
 
+/* A numeric token as a peer echoes it: the number, or esp-mcp's string
+ * of its digits; nothing else. */
+static void test_token_u32(void **state)
+{
+    static const struct {
+        const char *json;
+        bool ok;
+        uint32_t id;
+    } cases[] = {
+        {"7", true, 7},
+        {"\"7\"", true, 7},
+        {"\"0\"", true, 0},
+        {"\"2147483647\"", true, 0x7fffffffu},
+        {"7.0", true, 7},
+        {"\"2147483648\"", false, 0},
+        {"\"07\"", false, 0},
+        {"\"+7\"", false, 0},
+        {"\"-7\"", false, 0},
+        {"\"7.0\"", false, 0},
+        {"\" 7\"", false, 0},
+        {"\"\"", false, 0},
+        {"\"12345678901\"", false, 0},
+        {"\"tok-a\"", false, 0},
+        {"7.5", false, 0},
+        {"null", false, 0},
+        {"[7]", false, 0},
+    };
+    uint32_t out;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cJSON *tok = cJSON_Parse(cases[i].json);
+        assert_non_null(tok);
+        out = 77;
+        assert_int_equal(gw_rpc_token_u32(tok, &out), cases[i].ok);
+        assert_int_equal(out, cases[i].ok ? cases[i].id : 77);
+        assert_false(gw_rpc_token_u32(tok, NULL));
+        cJSON_Delete(tok);
+    }
+    assert_false(gw_rpc_token_u32(NULL, &out));
+}
+
 /* Prints msg, compares with want, frees msg. */
 static void expect_text(cJSON *msg, const char *want)
 {
@@ -448,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_classify_table),
         cmocka_unit_test(test_classify_odd_numbers),
         cmocka_unit_test(test_id_u32),
+        cmocka_unit_test(test_token_u32),
         cmocka_unit_test(test_build_calls),
         cmocka_unit_test(test_build_replies),
         cmocka_unit_test(test_build_classifies),
