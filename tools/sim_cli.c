@@ -56,6 +56,7 @@ enum {
     O_MCP_REMOTE_INIT,
     O_MCP_REMOTE_PROGRESS,
     O_MCP_STRING_PROGRESS,
+    O_MCP_CAPABILITY_GATE,
     O_MCP_UPDATE,
     O_MCP_CHANGE,
     O_MCP_BIG,
@@ -111,6 +112,7 @@ static const struct option cli_options[] = {
     {"mcp-remote-init", no_argument, NULL, O_MCP_REMOTE_INIT},
     {"mcp-remote-progress", no_argument, NULL, O_MCP_REMOTE_PROGRESS},
     {"mcp-string-progress", no_argument, NULL, O_MCP_STRING_PROGRESS},
+    {"mcp-capability-gate", no_argument, NULL, O_MCP_CAPABILITY_GATE},
     {"mcp-update-ms", required_argument, NULL, O_MCP_UPDATE},
     {"mcp-change-after-ms", required_argument, NULL, O_MCP_CHANGE},
     {"mcp-big-resource-bytes", required_argument, NULL, O_MCP_BIG},
@@ -229,6 +231,10 @@ void gw_sim_cli_usage(FILE *out)
         "  --mcp-string-progress    esp: a numeric progress token comes back "
         "as a\n"
         "                           string, as esp-mcp's engine sends it\n"
+        "  --mcp-capability-gate    esp: sampling, elicitation and roots asked "
+        "only\n"
+        "                           of a client whose initialize declared "
+        "them\n"
         "  --mcp-update-ms N        esp: resources/updated every N ms per\n"
         "                           subscribed uri (default 0: never)\n"
         "  --mcp-change-after-ms N  esp: add a tool, a resource and a "
@@ -481,6 +487,9 @@ int gw_sim_cli_parse(struct gw_sim_cli *cli, int code, const char *arg)
         break;
     case O_MCP_STRING_PROGRESS:
         o->mcp_string_progress = true;
+        break;
+    case O_MCP_CAPABILITY_GATE:
+        o->mcp_capability_gate = true;
         break;
     case O_IDLE:
         o->idle = true;

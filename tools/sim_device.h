@@ -285,6 +285,7 @@ struct gw_sim_device_options {
     bool mcp_remote_init;     /* esp: initialize each endpoint first */
     bool mcp_remote_progress; /* esp: remote calls carry a progress token */
     bool mcp_string_progress; /* esp: numeric tokens echoed as strings */
+    bool mcp_capability_gate; /* esp: asks only what the client declared */
     bool call; /* device calls (sim_device_call.c): remote wake-up,
                   numbered uplink frames, received call audio checked */
     bool idle; /* connect and stay online with no conversation until a

@@ -264,6 +264,16 @@ static void initialize(struct gw_sim_esp *e, uint64_t now, const cJSON *id,
             version = versions[i];
         }
     }
+    e->client_caps =
+        (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(caps, "sampling"))
+             ? GW_SIM_ESP_CAP_SAMPLING
+             : 0) |
+        (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(caps, "elicitation"))
+             ? GW_SIM_ESP_CAP_ELICITATION
+             : 0) |
+        (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(caps, "roots"))
+             ? GW_SIM_ESP_CAP_ROOTS
+             : 0);
     if (cJSON_IsObject(vision)) {
         const char *url = cJSON_GetStringValue(
             cJSON_GetObjectItemCaseSensitive(vision, "url"));

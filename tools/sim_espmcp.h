@@ -47,6 +47,7 @@ struct gw_sim_esp_options {
     bool remote_init;     /* initialize each remote endpoint first */
     bool remote_progress; /* remote calls carry a progress token */
     bool string_progress; /* a numeric token echoed as a string (esp-mcp) */
+    bool capability_gate; /* no request its client did not declare */
 };
 
 /* What the server did and saw; all counters only grow. */

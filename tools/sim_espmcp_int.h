@@ -83,6 +83,10 @@ struct remote_result {
     char *text;
 };
 
+#define GW_SIM_ESP_CAP_SAMPLING    1u
+#define GW_SIM_ESP_CAP_ELICITATION 2u
+#define GW_SIM_ESP_CAP_ROOTS       4u
+
 struct gw_sim_esp {
     struct gw_sim_esp_options o;
     struct gw_sim_mcp *stock;
@@ -93,6 +97,9 @@ struct gw_sim_esp {
     size_t n_remote;
     bool initialized_once; /* the first initialize arrived */
     bool gated;            /* waiting for notifications/initialized */
+    /* What the last initialize declared: sampling, elicitation, roots
+     * (GW_SIM_ESP_CAP_*), for the capability gate. */
+    unsigned client_caps;
     uint64_t change_due_ms, update_due_ms;
     int log_level; /* index into levels[], -1 before any setLevel */
     char *subs[MAX_SUBS];

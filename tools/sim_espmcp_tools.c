@@ -281,12 +281,33 @@ static cJSON *elicitation_params(const char *message)
     return p;
 }
 
-/* Waits on a device request made for the call. */
+/* The capability a request to the client needs. */
+static unsigned cap_of(const char *method)
+{
+    return strcmp(method, "sampling/createMessage") == 0
+               ? GW_SIM_ESP_CAP_SAMPLING
+           : strcmp(method, "elicitation/create") == 0
+               ? GW_SIM_ESP_CAP_ELICITATION
+               : GW_SIM_ESP_CAP_ROOTS;
+}
+
+/* Waits on a device request made for the call. Behind the capability gate
+ * (esp-mcp's), a request the client did not declare is not made: the
+ * call fails at once. */
 static void ask_client(struct gw_sim_esp *e, struct call *c, const char *method,
                        cJSON *params)
 {
     struct out *o;
 
+    if (c != NULL && e->o.capability_gate &&
+        (e->client_caps & cap_of(method)) == 0) {
+        char text[96];
+        snprintf(text, sizeof(text), "the client did not declare %s", method);
+        cJSON_Delete(params);
+        gw_sim_esp_reply_text(e, c->id, text, true);
+        gw_sim_esp_call_free(e, c);
+        return;
+    }
     if (c == NULL ||
         (o = gw_sim_esp_request(e, NULL, method, params)) == NULL) {
         if (c != NULL) {

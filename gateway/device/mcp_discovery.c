@@ -327,10 +327,13 @@ static void on_init_reply(void *arg, const struct gw_mcp_reply *reply)
 }
 
 /*
- * What the gateway offers as the device's MCP client: the firmware reads
- * capabilities.vision {url, token} to upload camera pictures, so tools
- * called outside a conversation (API, MCP clients) can see. The token
- * goes only into this message, never into a log.
+ * What the gateway offers as the device's MCP client. Sampling,
+ * elicitation and roots whenever the MCP server is on to carry them to a
+ * client that declared them (docs/protocol.md section 7.10): esp-mcp
+ * sends none of them to a client that did not declare them. The firmware
+ * reads capabilities.vision {url, token} to upload camera pictures, so
+ * tools called outside a conversation (API, MCP clients) can see. The
+ * token goes only into this message, never into a log.
  */
 static cJSON *client_capabilities(const struct gw_config *cfg)
 {
@@ -339,6 +342,11 @@ static cJSON *client_capabilities(const struct gw_config *cfg)
     cJSON *caps = cJSON_CreateObject();
     cJSON *vision;
 
+    if (caps != NULL && cfg->http.port != 0 && cfg->http.token[0] != '\0') {
+        cJSON_AddObjectToObject(caps, "sampling");
+        cJSON_AddObjectToObject(caps, "elicitation");
+        cJSON_AddObjectToObject(caps, "roots");
+    }
     if (caps == NULL || url[0] == '\0') {
         return caps;
     }
