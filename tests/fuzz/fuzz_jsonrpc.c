@@ -5,6 +5,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -234,6 +235,22 @@ static void check_split(const uint8_t *data, size_t size)
     free(text);
 }
 
+/* A progress token read back (gw_rpc_token_u32): a string one only in
+ * its canonical digits, naming the number it spells. */
+static void check_token(const cJSON *tok)
+{
+    char want[16];
+    uint32_t v;
+
+    if (!gw_rpc_token_u32(tok, &v) || !cJSON_IsString(tok)) {
+        return;
+    }
+    snprintf(want, sizeof(want), "%u", v);
+    if (v > GW_RPC_ID_MAX || strcmp(want, tok->valuestring) != 0) {
+        abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -248,6 +265,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (gw_json_object_parse(buf, size, INPUT_MAX, &root) != 0) {
         return 0;
     }
+    check_token(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(root, "params"), "progressToken"));
     if (gw_rpc_classify(root, &rpc) == 0) {
         check_rpc(&rpc);
         if (rpc.result != NULL) {
