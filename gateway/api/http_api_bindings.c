@@ -170,8 +170,8 @@ static void list(const struct gw_http_api_env *env, struct gw__api_ota *ota,
     l.bindings = cJSON_AddArrayToObject(doc, "bindings");
     l.pending = cJSON_AddArrayToObject(doc, "pending");
     n = gw_binding_list(env->bindings, after, PAGE, add_binding, &l);
-    m = gw_binding_pending_list(env->bindings, gw__api_wall_ms(), PAGE,
-                                add_pending, &l);
+    m = gw_binding_pending_list(env->bindings, gw_wall_ms(), PAGE, add_pending,
+                                &l);
     if (n < 0 || m < 0) {
         cJSON_Delete(doc);
         refuse(ota, GW_OTA_BINDING_FAILED, req, 503,
@@ -228,7 +228,7 @@ static void bind_by_code(const struct gw_http_api_env *env,
                "too many codes tried: wait");
         return;
     }
-    rc = gw_binding_pending_by_code(env->bindings, code, gw__api_wall_ms(), &p);
+    rc = gw_binding_pending_by_code(env->bindings, code, gw_wall_ms(), &p);
     cJSON_Delete(root);
     if (rc == GW_ENOENT) {
         refuse(ota, GW_OTA_BINDING_UNKNOWN, req, 404,
@@ -242,7 +242,7 @@ static void bind_by_code(const struct gw_http_api_env *env,
         /* A serial number is kept only as its proof binds it: the header
          * of a check proves nothing. */
         b.serial_number[0] = '\0';
-        b.bound_ms = gw__api_wall_ms();
+        b.bound_ms = gw_wall_ms();
         rc = gw_binding_bind(env->bindings, &b);
     }
     if (rc == GW_EEXIST) {

@@ -21,6 +21,7 @@
 #include "gateway/api/ota.h"
 #include "gateway/api/push_stats.h"
 #include "gateway/binding/binding.h"
+#include "gateway/core/wall_clock.h"
 #include "gateway/device/device_table.h"
 #include "gateway/http/http_server.h"
 
@@ -152,9 +153,6 @@ void gw__api_ota_activate(const struct gw_http_api_env *env,
 /* {"error":why} with status, logged at a bounded rate per address. */
 void gw__api_ota_refuse(struct gw_http_req *req, int status, const char *why,
                         const char *const *headers);
-
-/* The wall clock in ms: codes and bindings outlive the loop. */
-int64_t gw__api_wall_ms(void);
 
 /* A Serial-Number header a binding may keep. */
 bool gw__api_ota_serial_ok(const char *s);

@@ -274,14 +274,6 @@ bool gw__api_ota_head(const struct gw_config *cfg, struct gw__api_ota *ota,
     return true;
 }
 
-int64_t gw__api_wall_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Sends text (made by gw_ota_answer_offer), then wipes it: it may hold a
  * password. */
 static void send_answer(struct gw_http_req *req, char *text)
@@ -297,8 +289,8 @@ static void serve_lab(const struct gw_config *cfg, struct gw__api_ota *ota,
 {
     char id[GW_CLIENT_ID_MAX + 1];
     char *text = NULL;
-    int rc = gw_ota_answer(cfg, r, gw_http_req_peer(req), gw__api_wall_ms(),
-                           &text, id);
+    int rc =
+        gw_ota_answer(cfg, r, gw_http_req_peer(req), gw_wall_ms(), &text, id);
 
     if (rc == GW_EPROTO) {
         refuse(ota, GW_OTA_RESERVED, req, 403,
@@ -342,7 +334,7 @@ static void serve_bound(const struct gw_config *cfg,
                         const struct gw_ota_request *r,
                         const struct gw_binding *b, const char *serial)
 {
-    int64_t now = gw__api_wall_ms(), ttl = GW__API_OTA_TTL_MS(cfg);
+    int64_t now = gw_wall_ms(), ttl = GW__API_OTA_TTL_MS(cfg);
     struct gw_ota_offer o = {.client_id = b->client_id, .binding = b->id};
     char challenge[33];
     char *text = NULL;
@@ -390,7 +382,7 @@ static void serve_unknown(const struct gw_config *cfg,
 {
     struct gw_binding_pending want = {0}, p;
     char id[GW_CLIENT_ID_MAX + 1];
-    int64_t now = gw__api_wall_ms();
+    int64_t now = gw_wall_ms();
     struct gw_ota_offer o = {0};
     char *text = NULL;
     int rc;

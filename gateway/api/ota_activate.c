@@ -79,7 +79,7 @@ static bool proof_ok(const struct gw_config *cfg,
 static bool reissue_ok(const struct gw_config *cfg, const struct gw_binding *b,
                        const struct gw_activation_request *a)
 {
-    int64_t ttl = GW__API_OTA_TTL_MS(cfg), window = gw__api_wall_ms() / ttl;
+    int64_t ttl = GW__API_OTA_TTL_MS(cfg), window = gw_wall_ms() / ttl;
     char challenge[33];
 
     /* Only the serial number that bound it: another genuine device's
@@ -153,7 +153,7 @@ static void self_bind(const struct gw_config *cfg,
     rc = gw__api_binding_from_pending(cfg, p, &b);
     if (rc == 0) {
         memcpy(b.serial_number, a->serial_number, sizeof(b.serial_number));
-        b.bound_ms = gw__api_wall_ms();
+        b.bound_ms = gw_wall_ms();
         rc = gw_binding_bind(env->bindings, &b);
     }
     if (rc == GW_EEXIST) {
@@ -213,8 +213,8 @@ void gw__api_ota_activate(const struct gw_http_api_env *env,
         return;
     }
     if (rc == GW_ENOENT) {
-        rc = gw_binding_pending_find(env->bindings, r.mac, r.uuid,
-                                     gw__api_wall_ms(), &p);
+        rc = gw_binding_pending_find(env->bindings, r.mac, r.uuid, gw_wall_ms(),
+                                     &p);
     }
     if (rc == GW_ENOENT) {
         refuse(ota, GW_OTA_ACTIVATE_UNKNOWN, req, 404,

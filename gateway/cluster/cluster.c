@@ -12,6 +12,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "gateway/cluster/cluster_int.h"
+#include "gateway/core/wall_clock.h"
 
 #define SUBJECT          "cluster"
 #define LOAD_INTERVAL_MS 10000 /* the record's load, republished */
@@ -71,14 +72,6 @@ static const char *const phase_names[] = {
 const char *gw_cluster_phase_name(enum gw_cluster_phase phase)
 {
     return (unsigned)phase < GW_CLUSTER_PHASE_COUNT_ ? phase_names[phase] : "?";
-}
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* A random id per process start: tells two holders of one name apart. */
@@ -658,7 +651,7 @@ int gw_cluster_init(const struct gw_cluster_env *env, struct gw_cluster **out)
     c->env.udp = c->udp;
     c->env.topic_prefix = NULL;
     make_boot(c->boot);
-    c->started_ms = wall_ms();
+    c->started_ms = (uint64_t)gw_wall_ms();
     c->phase = env->hash_mode ? GW_CLUSTER_JOINING : GW_CLUSTER_OFF;
     c->cand = calloc(1, sizeof(*c->cand));
     if (c->cand == NULL ||
