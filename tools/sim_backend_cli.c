@@ -45,6 +45,8 @@ static void usage(FILE *out)
         "  --close-after-turns K    close (no goodbye) after K turns\n"
         "  --mcp                    run the server's MCP client\n"
         "  --mcp-initialized        also send notifications/initialized\n"
+        "  --mcp-protocol V         initialize's protocolVersion "
+        "(2024-11-05)\n"
         "  --mcp-list-delay-ms N    before tools/list (1000, like the server)\n"
         "  --mcp-call NAME[:JSON]   tools/call after the list (repeatable)\n"
         "  --mcp-timeout-ms N       per tools/call (30000)\n"
@@ -173,6 +175,7 @@ static const struct opt_def opt_defs[] = {
     {"close-after-turns", K_INT, OPT(close_after_turns), 0, 1000000, NULL},
     {"mcp", K_ON, OPT(mcp), 0, 0, NULL},
     {"mcp-initialized", K_ON, OPT(mcp_notify), 0, 0, NULL},
+    {"mcp-protocol", K_STR, OPT(mcp_protocol), 0, 0, NULL},
     {"mcp-list-delay-ms", K_INT, OPT(mcp_list_delay_ms), 0, 600000, NULL},
     {"mcp-call", K_FN, 0, 0, 0, parse_call},
     {"mcp-timeout-ms", K_INT, OPT(mcp_timeout_ms), 1, 3600000, NULL},

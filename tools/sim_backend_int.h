@@ -31,27 +31,28 @@ enum auth_scheme { AUTH_NONE, AUTH_BEARER, AUTH_HMAC };
 struct mock_opts {
     char host[128];
     int port;
-    const char *cert, *key;  /* both set: wss:// */
-    enum auth_scheme auth;   /* upgrade check */
-    const char *auth_secret; /* token or HMAC secret */
-    bool auth_text;          /* refuse like the server: text, then close */
-    int framing;             /* -1 auto, else enum gw_framing */
-    bool no_hello;           /* never answer the hello */
-    int hello_delay_ms;      /* answer it late */
-    int turn_frames;         /* uplink frames that end a turn; 0: stop only */
-    int tts_frames;          /* downlink frames per turn */
-    int tts_rate;            /* Hz of the TTS Opus stream (pcm16: PCM) */
-    int pcm_tone_hz;         /* pcm16: the tone of the TTS PCM */
-    bool no_hello_rate;      /* hello audio_params without sample_rate */
-    int tts_stop_delay_ms;   /* after the last frame, before tts stop */
-    bool pace;               /* real-time pacing like the server */
-    bool decode;             /* decode every uplink packet with libopus */
-    int close_after_turns;   /* 0: never close */
-    bool mcp;                /* act as the server's MCP client */
-    bool mcp_notify;         /* also send notifications/initialized */
-    int mcp_list_delay_ms;   /* the server waits 1 s before tools/list */
-    int mcp_timeout_ms;      /* per tools/call */
-    int n_calls;             /* --mcp-call count */
+    const char *cert, *key;   /* both set: wss:// */
+    enum auth_scheme auth;    /* upgrade check */
+    const char *auth_secret;  /* token or HMAC secret */
+    bool auth_text;           /* refuse like the server: text, then close */
+    int framing;              /* -1 auto, else enum gw_framing */
+    bool no_hello;            /* never answer the hello */
+    int hello_delay_ms;       /* answer it late */
+    int turn_frames;          /* uplink frames that end a turn; 0: stop only */
+    int tts_frames;           /* downlink frames per turn */
+    int tts_rate;             /* Hz of the TTS Opus stream (pcm16: PCM) */
+    int pcm_tone_hz;          /* pcm16: the tone of the TTS PCM */
+    bool no_hello_rate;       /* hello audio_params without sample_rate */
+    int tts_stop_delay_ms;    /* after the last frame, before tts stop */
+    bool pace;                /* real-time pacing like the server */
+    bool decode;              /* decode every uplink packet with libopus */
+    int close_after_turns;    /* 0: never close */
+    bool mcp;                 /* act as the server's MCP client */
+    bool mcp_notify;          /* also send notifications/initialized */
+    const char *mcp_protocol; /* initialize's protocolVersion, or NULL */
+    int mcp_list_delay_ms;    /* the server waits 1 s before tools/list */
+    int mcp_timeout_ms;       /* per tools/call */
+    int n_calls;              /* --mcp-call count */
     char *call_name[GW_SIM_BACKEND_MAX_MCP_CALL];
     cJSON *call_args[GW_SIM_BACKEND_MAX_MCP_CALL]; /* owned objects */
     int exit_after_sessions;                       /* 0: run until a signal */

@@ -49,7 +49,9 @@ void gw_sim_be_mcp_start(struct conn *c)
     }
     p = rpc_new(MCP_INIT_ID, "initialize");
     params = cJSON_AddObjectToObject(p, "params");
-    cJSON_AddStringToObject(params, "protocolVersion", "2024-11-05");
+    cJSON_AddStringToObject(
+        params, "protocolVersion",
+        c->m->opt.mcp_protocol != NULL ? c->m->opt.mcp_protocol : "2024-11-05");
     caps = cJSON_AddObjectToObject(params, "capabilities");
     cJSON_AddBoolToObject(cJSON_AddObjectToObject(caps, "roots"), "listChanged",
                           1);

@@ -57,6 +57,7 @@ enum {
     O_MCP_REMOTE_PROGRESS,
     O_MCP_STRING_PROGRESS,
     O_MCP_CAPABILITY_GATE,
+    O_MCP_ENGINE,
     O_MCP_UPDATE,
     O_MCP_CHANGE,
     O_MCP_BIG,
@@ -113,6 +114,7 @@ static const struct option cli_options[] = {
     {"mcp-remote-progress", no_argument, NULL, O_MCP_REMOTE_PROGRESS},
     {"mcp-string-progress", no_argument, NULL, O_MCP_STRING_PROGRESS},
     {"mcp-capability-gate", no_argument, NULL, O_MCP_CAPABILITY_GATE},
+    {"mcp-engine", required_argument, NULL, O_MCP_ENGINE},
     {"mcp-update-ms", required_argument, NULL, O_MCP_UPDATE},
     {"mcp-change-after-ms", required_argument, NULL, O_MCP_CHANGE},
     {"mcp-big-resource-bytes", required_argument, NULL, O_MCP_BIG},
@@ -235,6 +237,13 @@ void gw_sim_cli_usage(FILE *out)
         "only\n"
         "                           of a client whose initialize declared "
         "them\n"
+        "  --mcp-engine esp-mcp     the esp profile as Espressif's engine "
+        "behaves:\n"
+        "                           string progress tokens, the capability "
+        "gate,\n"
+        "                           its initialize checks and lifecycle "
+        "gate,\n"
+        "                           remembered request ids\n"
         "  --mcp-update-ms N        esp: resources/updated every N ms per\n"
         "                           subscribed uri (default 0: never)\n"
         "  --mcp-change-after-ms N  esp: add a tool, a resource and a "
@@ -394,6 +403,7 @@ int gw_sim_cli_parse(struct gw_sim_cli *cli, int code, const char *arg)
     static const char *const ends[] = {"goodbye", "server", "none"};
     static const char *const levels[] = {"error", "warn", "info", "debug"};
     static const char *const profiles[] = {"stock", "esp"};
+    static const char *const engines[] = {"esp-mcp"};
     struct gw_sim_device_options *o = &cli->dev;
     uint32_t v;
     int rc, i = 0;
@@ -490,6 +500,14 @@ int gw_sim_cli_parse(struct gw_sim_cli *cli, int code, const char *arg)
         break;
     case O_MCP_CAPABILITY_GATE:
         o->mcp_capability_gate = true;
+        break;
+    case O_MCP_ENGINE:
+        /* Every quirk of Espressif's engine at once (tools/README.md). */
+        rc = choice("mcp-engine", arg, engines, 1, &i);
+        o->mcp_profile = GW_SIM_MCP_ESP;
+        o->mcp_string_progress = true;
+        o->mcp_capability_gate = true;
+        o->mcp_engine_lifecycle = true;
         break;
     case O_IDLE:
         o->idle = true;

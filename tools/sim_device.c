@@ -243,6 +243,7 @@ static int setup_state(struct gw_sim_device *d,
             .remote_progress = o->mcp_remote_progress,
             .string_progress = o->mcp_string_progress,
             .capability_gate = o->mcp_capability_gate,
+            .engine_lifecycle = o->mcp_engine_lifecycle,
         };
         if ((rc = gw_sim_esp_create(&eo, &d->mcp, &d->esp)) != 0) {
             return rc;

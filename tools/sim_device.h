@@ -282,10 +282,11 @@ struct gw_sim_device_options {
     const char *mcp_remote[16];          /* esp: ENDPOINT:TOOL:{json} calls made
                                             once the first initialize arrived */
     size_t n_mcp_remote;
-    bool mcp_remote_init;     /* esp: initialize each endpoint first */
-    bool mcp_remote_progress; /* esp: remote calls carry a progress token */
-    bool mcp_string_progress; /* esp: numeric tokens echoed as strings */
-    bool mcp_capability_gate; /* esp: asks only what the client declared */
+    bool mcp_remote_init;      /* esp: initialize each endpoint first */
+    bool mcp_remote_progress;  /* esp: remote calls carry a progress token */
+    bool mcp_string_progress;  /* esp: numeric tokens echoed as strings */
+    bool mcp_capability_gate;  /* esp: asks only what the client declared */
+    bool mcp_engine_lifecycle; /* --mcp-engine esp-mcp: its lifecycle */
     bool call; /* device calls (sim_device_call.c): remote wake-up,
                   numbered uplink frames, received call audio checked */
     bool idle; /* connect and stay online with no conversation until a

@@ -243,6 +243,14 @@ static void remote_initialized(struct gw_sim_esp *e, const char *endpoint,
     }
 }
 
+/* A client capability as esp-mcp reads it: an object or true. */
+static bool declared(const cJSON *caps, const char *name)
+{
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(caps, name);
+
+    return cJSON_IsObject(c) || cJSON_IsTrue(c);
+}
+
 static void initialize(struct gw_sim_esp *e, uint64_t now, const cJSON *id,
                        const cJSON *params)
 {
@@ -254,6 +262,9 @@ static void initialize(struct gw_sim_esp *e, uint64_t now, const cJSON *id,
     const char *version = versions[3];
     cJSON *r, *caps_out;
 
+    if (!gw_sim_esp_life_initialize(e, id, params)) {
+        return;
+    }
     if (asked == NULL) {
         gw_sim_esp_reply_error(e, id, -32602, "initialize",
                                "Missing protocolVersion");
@@ -265,15 +276,9 @@ static void initialize(struct gw_sim_esp *e, uint64_t now, const cJSON *id,
         }
     }
     e->client_caps =
-        (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(caps, "sampling"))
-             ? GW_SIM_ESP_CAP_SAMPLING
-             : 0) |
-        (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(caps, "elicitation"))
-             ? GW_SIM_ESP_CAP_ELICITATION
-             : 0) |
-        (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(caps, "roots"))
-             ? GW_SIM_ESP_CAP_ROOTS
-             : 0);
+        (declared(caps, "sampling") ? GW_SIM_ESP_CAP_SAMPLING : 0) |
+        (declared(caps, "elicitation") ? GW_SIM_ESP_CAP_ELICITATION : 0) |
+        (declared(caps, "roots") ? GW_SIM_ESP_CAP_ROOTS : 0);
     if (cJSON_IsObject(vision)) {
         const char *url = cJSON_GetStringValue(
             cJSON_GetObjectItemCaseSensitive(vision, "url"));
@@ -309,6 +314,7 @@ static void initialize(struct gw_sim_esp *e, uint64_t now, const cJSON *id,
     /* esp-mcp's lifecycle gate: newer than the baseline waits for
      * notifications/initialized. */
     e->gated = strcmp(version, versions[0]) > 0;
+    e->session_init = true;
     gw_sim_esp_reply(e, id, r, "initialize");
     if (!e->initialized_once) {
         first_initialize(e, now);
@@ -325,13 +331,6 @@ static void on_request(struct gw_sim_esp *e, uint64_t now, const cJSON *msg,
         initialize(e, now, id, params);
     } else if (strcmp(meth, "ping") == 0) {
         gw_sim_esp_reply(e, id, cJSON_CreateObject(), meth);
-    } else if (e->gated) {
-        gw_sim_esp_violation(
-            e,
-            "request %s before notifications/initialized (refused as "
-            "esp-mcp refuses it)",
-            meth);
-        gw_sim_esp_reply_error(e, id, -32600, meth, "Server not initialized");
     } else if (strcmp(meth, "tools/list") == 0) {
         e->cat.with_user = cJSON_IsTrue(
             cJSON_GetObjectItemCaseSensitive(params, "withUserTools"));
@@ -641,7 +640,9 @@ int gw_sim_esp_receive(struct gw_sim_esp *e, uint64_t now_ms,
         return e->oom ? GW_ENOMEM : 0;
     }
     if (id == NULL) {
-        on_notification(e, method->valuestring, params);
+        if (gw_sim_esp_life_notification(e, method->valuestring)) {
+            on_notification(e, method->valuestring, params);
+        }
         return e->oom ? GW_ENOMEM : 0;
     }
     gw_sim_esp_id_text(id, idt, sizeof(idt));
@@ -651,6 +652,9 @@ int gw_sim_esp_receive(struct gw_sim_esp *e, uint64_t now_ms,
                              method->valuestring, idt);
         e->stock->ignored++;
         return 0;
+    }
+    if (!gw_sim_esp_life_admit(e, method->valuestring, id)) {
+        return e->oom ? GW_ENOMEM : 0;
     }
     if (gw_sim_esp_call_by_id(e, id) != NULL) {
         gw_sim_esp_violation(e, "%s reuses id %s of a tools/call still running",
@@ -891,6 +895,12 @@ bool gw_sim_esp_result_json(const struct gw_sim_esp *e, cJSON *o)
     cJSON *arr;
 
     cJSON_AddStringToObject(o, "mcp_profile", "esp");
+    if (e->o.engine_lifecycle) {
+        cJSON_AddStringToObject(o, "mcp_engine", "esp-mcp");
+    }
+    cJSON_AddNumberToObject(o, "mcp_lifecycle_refused", s->lifecycle_refused);
+    cJSON_AddNumberToObject(o, "mcp_lifecycle_ignored", s->lifecycle_ignored);
+    cJSON_AddNumberToObject(o, "mcp_reinitializes", s->reinitializes);
     cJSON_AddNumberToObject(o, "mcp_samplings", s->samplings);
     cJSON_AddNumberToObject(o, "mcp_elicitations", s->elicitations);
     cJSON_AddNumberToObject(o, "mcp_roots", s->roots);

@@ -44,10 +44,12 @@ struct gw_sim_esp_options {
     uint32_t big_resource_bytes; /* size of device://big.txt */
     const char *const *remote;   /* --mcp-remote specs, already checked */
     size_t n_remote;
-    bool remote_init;     /* initialize each remote endpoint first */
-    bool remote_progress; /* remote calls carry a progress token */
-    bool string_progress; /* a numeric token echoed as a string (esp-mcp) */
-    bool capability_gate; /* no request its client did not declare */
+    bool remote_init;      /* initialize each remote endpoint first */
+    bool remote_progress;  /* remote calls carry a progress token */
+    bool string_progress;  /* a numeric token echoed as a string (esp-mcp) */
+    bool capability_gate;  /* no request its client did not declare */
+    bool engine_lifecycle; /* esp-mcp's initialize checks, lifecycle and
+                              remembered ids, exactly */
 };
 
 /* What the server did and saw; all counters only grow. */
@@ -62,8 +64,11 @@ struct gw_sim_esp_stats {
     uint32_t late;       /* answers to withdrawn requests */
     uint32_t unanswered; /* device requests never answered (at the end) */
     uint32_t violations;
-    uint32_t received, sent; /* messages in and out */
-    char violation[200];     /* the first one, "" if none */
+    uint32_t lifecycle_refused; /* refused before (notifications/)initialize */
+    uint32_t lifecycle_ignored; /* notifications dropped before initialize */
+    uint32_t reinitializes;     /* initialize on an initialized session */
+    uint32_t received, sent;    /* messages in and out */
+    char violation[200];        /* the first one, "" if none */
     char protocol_version[16];
 };
 

@@ -8,15 +8,16 @@
 
 #include "tools/sim_espmcp.h"
 
-#define NEVER         UINT64_MAX /* a timer not armed */
-#define PAGE_BYTES    8000       /* list pages, near the firmware's size */
-#define MAX_SUBS      16         /* subscribed uris */
-#define MAX_TASKS     64         /* tasks kept */
-#define MAX_OUT_KEPT  1024       /* answered requests remembered (duplicates) */
-#define VIOLATIONS_Q  16         /* violation texts kept for the transcript */
-#define RELATED_TASK  "io.modelcontextprotocol/related-task"
-#define DEFAULT_TTL   60000 /* ms a task is kept, when not asked */
-#define POLL_INTERVAL 100   /* ms, suggested to tasks/get pollers */
+#define NEVER          UINT64_MAX /* a timer not armed */
+#define PAGE_BYTES     8000       /* list pages, near the firmware's size */
+#define MAX_SUBS       16         /* subscribed uris */
+#define MAX_TASKS      64         /* tasks kept */
+#define MAX_OUT_KEPT   1024 /* answered requests remembered (duplicates) */
+#define VIOLATIONS_Q   16   /* violation texts kept for the transcript */
+#define ESP_RECENT_IDS 64   /* request ids the engine remembers */
+#define RELATED_TASK   "io.modelcontextprotocol/related-task"
+#define DEFAULT_TTL    60000 /* ms a task is kept, when not asked */
+#define POLL_INTERVAL  100   /* ms, suggested to tasks/get pollers */
 
 /* What a waiting tools/call waits for: a timer (count, job, ask_cancel)
  * or an answer to the device's request. */
@@ -97,6 +98,9 @@ struct gw_sim_esp {
     size_t n_remote;
     bool initialized_once; /* the first initialize arrived */
     bool gated;            /* waiting for notifications/initialized */
+    bool session_init;     /* an initialize was accepted (and not reset) */
+    char recent_ids[ESP_RECENT_IDS][48]; /* engine_lifecycle: ids seen */
+    size_t recent_next;
     /* What the last initialize declared: sampling, elicitation, roots
      * (GW_SIM_ESP_CAP_*), for the capability gate. */
     unsigned client_caps;
@@ -155,6 +159,27 @@ __attribute__((format(printf, 5, 6)))
 #endif
 void gw_sim_esp_reply_error(struct gw_sim_esp *e, const cJSON *id, int code,
                             const char *method, const char *fmt, ...);
+
+/* An error with a data object (moved in), as esp-mcp's engine sends. */
+void gw_sim_esp_reply_error_data(struct gw_sim_esp *e, const cJSON *id,
+                                 int code, const char *method,
+                                 const char *message, cJSON *data);
+
+/* --- sim_espmcp_life.c: esp-mcp's lifecycle ----------------------------- */
+
+/* A request may go on; false when it was refused (answered) as the
+ * engine refuses it: before any initialize, a remembered id (both with
+ * engine_lifecycle), before notifications/initialized. */
+bool gw_sim_esp_life_admit(struct gw_sim_esp *e, const char *method,
+                           const cJSON *id);
+
+/* A notification may go on; false when the engine drops it. */
+bool gw_sim_esp_life_notification(struct gw_sim_esp *e, const char *method);
+
+/* With engine_lifecycle, an initialize: a repeated one resets the
+ * session first; false when its params are refused (answered). */
+bool gw_sim_esp_life_initialize(struct gw_sim_esp *e, const cJSON *id,
+                                const cJSON *params);
 
 /* A notification; params moved in (may be NULL); detail for the
  * transcript (may be NULL). */

@@ -164,6 +164,37 @@ gw_sim_esp_reply_error(struct gw_sim_esp *e, const cJSON *id, int code, const ch
                      text);
 }
 
+void gw_sim_esp_reply_error_data(struct gw_sim_esp *e, const cJSON *id,
+                                 int code, const char *method,
+                                 const char *message, cJSON *data)
+{
+    char idt[48];
+    cJSON *m = gw_sim_esp_rpc_base(), *err = cJSON_CreateObject();
+    cJSON *idc = cJSON_Duplicate(id, true);
+
+    if (m == NULL || err == NULL || idc == NULL ||
+        cJSON_AddNumberToObject(err, "code", code) == NULL ||
+        cJSON_AddStringToObject(err, "message", message) == NULL) {
+        cJSON_Delete(m);
+        cJSON_Delete(err);
+        cJSON_Delete(idc);
+        cJSON_Delete(data);
+        e->oom = true;
+        return;
+    }
+    cJSON_AddItemToObject(err, "data", data);
+    cJSON_AddItemToObject(m, "id", idc);
+    cJSON_AddItemToObject(m, "error", err);
+    gw_sim_esp_id_text(id, idt, sizeof(idt));
+    e->stock->answered++;
+    gw_sim_esp_queue(
+        e, NULL, m, "error id=%s %d (%s): %s %s", idt, code, method, message,
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(data, "reason"))
+            ? cJSON_GetStringValue(
+                  cJSON_GetObjectItemCaseSensitive(data, "reason"))
+            : "");
+}
+
 /* A notification; params moved in (may be NULL). */
 void gw_sim_esp_notify(struct gw_sim_esp *e, const char *endpoint,
                        const char *method, cJSON *params, const char *detail)

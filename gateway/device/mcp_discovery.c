@@ -11,7 +11,6 @@
 #include "common/log.h"
 #include "gateway/core/version.h"
 #include "gateway/device/mcp_discovery_int.h"
-#include "gateway/device/mcp_link_int.h"
 
 /* Pages one discovery may read: the cap on tools normally ends it first. */
 #define DISCOVER_MAX_PAGES 64
@@ -321,7 +320,8 @@ static void on_init_reply(void *arg, const struct gw_mcp_reply *reply)
         info.caps = GW_MCP_CAP_TOOLS;
     }
     gw_mcp_catalog_set_info(disc->catalog, &info);
-    (void)gw__device_link_notify(disc->link, "notifications/initialized", NULL);
+    /* notifications/initialized went already: the link sends it on every
+     * initialize result (mcp_link.c). */
     disc->state = GW_MCP_LISTING;
     next_list(disc, KIND_TOOLS);
 }

@@ -1,6 +1,7 @@
 /*
  * Discovery (docs/protocol.md section 7): initialize (its capabilities
- * go to the device's catalog), notifications/initialized, then tools/list
+ * go to the device's catalog; the link follows its result with
+ * notifications/initialized), then tools/list
  * paged to the end or to mcp.max_tools, filling a device's tool cache,
  * then, only when the device offers them, resources/list,
  * resources/templates/list and prompts/list, each to the end or to

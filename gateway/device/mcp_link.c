@@ -43,6 +43,7 @@ struct gw_mcp_request {
     void (*on_end)(void *end_arg, enum gw_mcp_outcome outcome);
     void *end_arg;
     bool is_call; /* tools/call: one at a time */
+    bool is_init; /* initialize: the link completes the handshake */
     bool carried; /* in link->carried: the owner (another instance) asks */
     char *owner;  /* carried: the owner's name, for a cancel */
     bool sent;
@@ -615,6 +616,7 @@ void gw_mcp_request_with(struct gw_mcp_links *links, struct gw_mcp_link *link,
         return;
     }
     p->is_call = strcmp(method, "tools/call") == 0;
+    p->is_init = strcmp(method, "initialize") == 0;
     if (opts != NULL) {
         p->on_end = opts->on_end;
         p->end_arg = opts->end_arg;
@@ -787,6 +789,19 @@ void gw__device_link_on_response(struct gw_mcp_link *link,
         finish(p, GW_MCP_ERROR, NULL, err);
         cJSON_Delete(err);
     } else {
+        /*
+         * Every initialize the device accepts, whoever asked (discovery, a
+         * backend's relayed one), is followed at once by
+         * notifications/initialized: esp-mcp refuses every request but ping
+         * until it comes and resets that on each initialize, and a xiaozhi
+         * backend often never sends it. Sent before the origin hears the
+         * answer, so it precedes whatever the origin asks next; a second
+         * one (a backend that sends its own) only sets the same flag.
+         */
+        if (p->is_init) {
+            (void)gw__device_link_notify(link, "notifications/initialized",
+                                         NULL);
+        }
         finish(p, GW_MCP_OK, rpc->result, NULL);
     }
 }

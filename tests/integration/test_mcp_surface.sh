@@ -81,10 +81,10 @@ report_lines() {
 }
 
 echo "# devices: an esp-mcp-like one and a stock one, no voice session"
-# e behaves as esp-mcp's engine: a numeric progress token echoed as a
-# string, and no request to a client that did not declare it.
-device e 21 --idle --mcp-profile esp --mcp-echo-tool --mcp-string-progress \
-    --mcp-capability-gate \
+# e behaves exactly as esp-mcp's engine: a numeric progress token echoed
+# as a string, no request to a client that did not declare it, requests
+# refused until notifications/initialized after every initialize.
+device e 21 --idle --mcp-engine esp-mcp --mcp-echo-tool \
     --mcp-big-resource-bytes "$BIG_BYTES" --turns 0 --frames 20
 device s 22 --idle --mcp-echo-tool
 check "the esp device's tools are read while it has no session" discovered e

@@ -248,6 +248,77 @@ static void test_lifecycle_gate(void **state)
     fx_free(f);
 }
 
+/* --mcp-engine esp-mcp: esp_mcp_engine.c's lifecycle, exactly. */
+static void test_engine_lifecycle(void **state)
+{
+    struct gw_sim_esp_options o = {.big_resource_bytes = 100,
+                                   .engine_lifecycle = true};
+    struct fx *f = calloc(1, sizeof(*f));
+    static const char init[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"initialize\",\"params\":"
+        "{\"protocolVersion\":\"%s\",\"capabilities\":{},\"clientInfo\":"
+        "{\"name\":\"t\",\"version\":\"1\"}}}";
+    char buf[300];
+
+    (void)state;
+    assert_non_null(f);
+    gw_sim_mcp_defaults(&f->stock);
+    assert_int_equal(gw_sim_esp_create(&o, &f->stock, &f->e), 0);
+    /* Before any initialize: ping refused too, notifications dropped. */
+    rx(f, 0, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", NULL);
+    assert_int_equal((int)num_at(msg_at(f, 0), "error.code"), -32600);
+    assert_string_equal(str_at(msg_at(f, 0), "error.message"),
+                        "Invalid request");
+    assert_string_equal(str_at(msg_at(f, 0), "error.data.reason"),
+                        "initialize must be first interaction");
+    assert_int_equal(
+        rx(f, 0, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}", NULL),
+        0);
+    assert_int_equal(gw_sim_esp_stats(f->e)->lifecycle_ignored, 1);
+    /* An unknown version and a missing clientInfo are refused. */
+    snprintf(buf, sizeof(buf), init, 2, "1999-01-01");
+    rx(f, 0, buf, NULL);
+    assert_int_equal((int)num_at(msg_at(f, 0), "error.code"), -32602);
+    assert_string_equal(str_at(msg_at(f, 0), "error.data.expected"),
+                        "supported params.protocolVersion");
+    rx(f, 0,
+       "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":"
+       "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{}}}",
+       NULL);
+    assert_string_equal(str_at(msg_at(f, 0), "error.data.field"),
+                        "params.clientInfo");
+    /* Accepted; gated until notifications/initialized, ping passes. */
+    snprintf(buf, sizeof(buf), init, 4, "2025-06-18");
+    rx(f, 0, buf, NULL);
+    assert_string_equal(str_at(msg_at(f, 0), "result.protocolVersion"),
+                        "2025-06-18");
+    rx(f, 0, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}", NULL);
+    assert_non_null(at(msg_at(f, 0), "result"));
+    rx(f, 0, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/list\"}", NULL);
+    assert_string_equal(str_at(msg_at(f, 0), "error.data.reason"),
+                        "client not initialized");
+    rx(f, 0, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}",
+       NULL);
+    rx(f, 0, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}",
+       NULL);
+    rx(f, 0, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/list\"}", NULL);
+    assert_non_null(at(msg_at(f, 0), "result.tools"));
+    /* A remembered id is refused, even one that was refused. */
+    rx(f, 0, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\"}", NULL);
+    assert_string_equal(str_at(msg_at(f, 0), "error.data.reason"),
+                        "duplicate request id in session");
+    /* A second initialize closes the gate again and forgets the ids. */
+    snprintf(buf, sizeof(buf), init, 8, "2025-11-25");
+    rx(f, 0, buf, NULL);
+    assert_non_null(at(msg_at(f, 0), "result"));
+    assert_int_equal(gw_sim_esp_stats(f->e)->reinitializes, 1);
+    rx(f, 0, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/list\"}", NULL);
+    assert_string_equal(str_at(msg_at(f, 0), "error.data.reason"),
+                        "client not initialized");
+    assert_int_equal(gw_sim_esp_stats(f->e)->lifecycle_refused, 3);
+    fx_free(f);
+}
+
 /* ---- tools ------------------------------------------------------------ */
 
 static bool has_tool(const cJSON *tools, const char *name)
@@ -1149,6 +1220,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_initialize),
         cmocka_unit_test(test_lifecycle_gate),
+        cmocka_unit_test(test_engine_lifecycle),
         cmocka_unit_test(test_tools_list_paged),
         cmocka_unit_test(test_stock_tools),
         cmocka_unit_test(test_count_progress),
