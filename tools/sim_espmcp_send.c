@@ -168,7 +168,8 @@ void gw_sim_esp_reply_error_data(struct gw_sim_esp *e, const cJSON *id,
                                  int code, const char *method,
                                  const char *message, cJSON *data)
 {
-    char idt[48];
+    char idt[48], why[64];
+    const char *reason;
     cJSON *m = gw_sim_esp_rpc_base(), *err = cJSON_CreateObject();
     cJSON *idc = cJSON_Duplicate(id, true);
 
@@ -186,13 +187,13 @@ void gw_sim_esp_reply_error_data(struct gw_sim_esp *e, const cJSON *id,
     cJSON_AddItemToObject(m, "id", idc);
     cJSON_AddItemToObject(m, "error", err);
     gw_sim_esp_id_text(id, idt, sizeof(idt));
+    /* A copy: the queue frees the message before it writes the line. */
+    reason =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(data, "reason"));
+    snprintf(why, sizeof(why), "%s", reason != NULL ? reason : "");
     e->stock->answered++;
-    gw_sim_esp_queue(
-        e, NULL, m, "error id=%s %d (%s): %s %s", idt, code, method, message,
-        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(data, "reason"))
-            ? cJSON_GetStringValue(
-                  cJSON_GetObjectItemCaseSensitive(data, "reason"))
-            : "");
+    gw_sim_esp_queue(e, NULL, m, "error id=%s %d (%s): %s %s", idt, code,
+                     method, message, why);
 }
 
 /* A notification; params moved in (may be NULL). */
