@@ -160,7 +160,8 @@ __attribute__((format(printf, 5, 6)))
 void gw_sim_esp_reply_error(struct gw_sim_esp *e, const cJSON *id, int code,
                             const char *method, const char *fmt, ...);
 
-/* An error with a data object (moved in), as esp-mcp's engine sends. */
+/* An error with a data object (moved in; may be NULL), as esp-mcp's
+ * engine sends. */
 void gw_sim_esp_reply_error_data(struct gw_sim_esp *e, const cJSON *id,
                                  int code, const char *method,
                                  const char *message, cJSON *data);

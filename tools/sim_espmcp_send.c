@@ -132,44 +132,13 @@ void gw_sim_esp_reply(struct gw_sim_esp *e, const cJSON *id, cJSON *result,
     gw_sim_esp_queue(e, NULL, m, "result id=%s (%s)", idt, method);
 }
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 5, 6)))
-#endif
-void
-gw_sim_esp_reply_error(struct gw_sim_esp *e, const cJSON *id, int code, const char *method,
-            const char *fmt, ...)
-{
-    char text[300], idt[48];
-    cJSON *m = gw_sim_esp_rpc_base(), *err = cJSON_CreateObject();
-    cJSON *idc = cJSON_Duplicate(id, true);
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    if (m == NULL || err == NULL || idc == NULL ||
-        cJSON_AddNumberToObject(err, "code", code) == NULL ||
-        cJSON_AddStringToObject(err, "message", text) == NULL) {
-        cJSON_Delete(m);
-        cJSON_Delete(err);
-        cJSON_Delete(idc);
-        e->oom = true;
-        return;
-    }
-    cJSON_AddItemToObject(m, "id", idc);
-    cJSON_AddItemToObject(m, "error", err);
-    gw_sim_esp_id_text(id, idt, sizeof(idt));
-    e->stock->answered++;
-    gw_sim_esp_queue(e, NULL, m, "error id=%s %d (%s): %s", idt, code, method,
-                     text);
-}
-
 void gw_sim_esp_reply_error_data(struct gw_sim_esp *e, const cJSON *id,
                                  int code, const char *method,
                                  const char *message, cJSON *data)
 {
-    char idt[48], why[64];
-    const char *reason;
+    char idt[48], why[66] = "";
+    const char *reason =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(data, "reason"));
     cJSON *m = gw_sim_esp_rpc_base(), *err = cJSON_CreateObject();
     cJSON *idc = cJSON_Duplicate(id, true);
 
@@ -183,17 +152,35 @@ void gw_sim_esp_reply_error_data(struct gw_sim_esp *e, const cJSON *id,
         e->oom = true;
         return;
     }
-    cJSON_AddItemToObject(err, "data", data);
+    /* A copy: the queue frees the message before it writes the line. */
+    if (reason != NULL) {
+        snprintf(why, sizeof(why), " %s", reason);
+    }
+    if (data != NULL) {
+        cJSON_AddItemToObject(err, "data", data);
+    }
     cJSON_AddItemToObject(m, "id", idc);
     cJSON_AddItemToObject(m, "error", err);
     gw_sim_esp_id_text(id, idt, sizeof(idt));
-    /* A copy: the queue frees the message before it writes the line. */
-    reason =
-        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(data, "reason"));
-    snprintf(why, sizeof(why), "%s", reason != NULL ? reason : "");
     e->stock->answered++;
-    gw_sim_esp_queue(e, NULL, m, "error id=%s %d (%s): %s %s", idt, code,
-                     method, message, why);
+    gw_sim_esp_queue(e, NULL, m, "error id=%s %d (%s): %s%s", idt, code, method,
+                     message, why);
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 5, 6)))
+#endif
+void
+gw_sim_esp_reply_error(struct gw_sim_esp *e, const cJSON *id, int code, const char *method,
+            const char *fmt, ...)
+{
+    char text[300];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    gw_sim_esp_reply_error_data(e, id, code, method, text, NULL);
 }
 
 /* A notification; params moved in (may be NULL). */
