@@ -282,11 +282,13 @@ static bool mcp_is_ours(struct gw_mqtt_dispatch *d, const char *client_id)
 
 static void device_message(struct gw_mqtt_dispatch *d, const char *client_id,
                            const struct gw_client_id *id,
-                           const uint8_t *payload, size_t len, bool carried);
+                           const uint8_t *payload, size_t len, bool carried,
+                           uint64_t rx_ns);
 
 void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
                               const uint8_t *payload, size_t len, void *arg)
 {
+    uint64_t rx_ns = uv_hrtime(); /* a turn's listen stop is timed from here */
     struct gw_mqtt_dispatch *d = arg;
     const struct gw_config *cfg = gw_config_live_get(d->config);
     char client_id[GW_CLIENT_ID_MAX + 1];
@@ -307,7 +309,7 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
                "not a device topic, or its client id is not a device id");
         return;
     }
-    device_message(d, client_id, &id, payload, len, false);
+    device_message(d, client_id, &id, payload, len, false, rx_ns);
 }
 
 /*
@@ -325,7 +327,8 @@ static const char *carry_to(struct gw_mqtt_dispatch *d, const char *client_id,
 
 static void device_message(struct gw_mqtt_dispatch *d, const char *client_id,
                            const struct gw_client_id *id,
-                           const uint8_t *payload, size_t len, bool carried)
+                           const uint8_t *payload, size_t len, bool carried,
+                           uint64_t rx_ns)
 {
     const struct gw_config *cfg = gw_config_live_get(d->config);
     char subject[GW_CLIENT_ID_MAX + 8];
@@ -366,7 +369,8 @@ static void device_message(struct gw_mqtt_dispatch *d, const char *client_id,
                gw_device_on_mcp(d->devices, client_id, &env)) {
         /* an answer on the device's MCP link, delivered (or dropped) */
     } else if ((s = gw_sessions_find(d->sessions, client_id)) != NULL) {
-        gw_session_on_device_message(s, &env, (const char *)payload, len);
+        gw_session_on_device_message(s, &env, (const char *)payload, len,
+                                     rx_ns);
     } else if (gw_cluster_is_draining(d->cluster) &&
                (to = carry_to(d, client_id, carried)) != NULL) {
         /* A conversation whose hello went to the owner (above). */
@@ -385,7 +389,8 @@ void gw_mqtt_dispatch_carried(struct gw_mqtt_dispatch *d, const char *client_id,
     if (gw_client_id_parse(client_id, strlen(client_id), &id) != 0) {
         return;
     }
-    device_message(d, client_id, &id, (const uint8_t *)payload, len, true);
+    device_message(d, client_id, &id, (const uint8_t *)payload, len, true,
+                   uv_hrtime());
 }
 
 void gw_mqtt_dispatch_retained(struct gw_mqtt_link *link, const char *topic,

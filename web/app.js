@@ -202,6 +202,7 @@
     every('devices', DEVICES_EVERY_MS, refreshDevices);
     every('metrics', METRICS_EVERY_MS, refreshMetrics);
     every('bindings', BINDINGS_EVERY_MS, refreshBindings);
+    every('series', SERIES_EVERY_MS, refreshSeries);
   }
 
   function stop() {
@@ -945,6 +946,127 @@
   $('metrics-details').addEventListener('toggle', () => renderMetricTable(lastSeries));
 
   window.addEventListener('pagehide', closeMcp);
+
+  // ---- the last minutes (charts) ---------------------------------------
+
+  // The gateway keeps a sample every 10 s for the last 15 minutes
+  // (/api/series), so the charts have their history the moment the page
+  // opens; the last point is the time since the last sample.
+  const SERIES_EVERY_MS = 5000;
+  const SVG = 'http://www.w3.org/2000/svg';
+  const CHARTS = [
+    { id: 'sessions', title: 'Live sessions', unit: '',
+      lines: [{ key: 'sessions', label: 'sessions' }] },
+    { id: 'packets', title: 'UDP packets per second', unit: '/s',
+      lines: [{ key: 'udp_rx_per_s', label: 'from devices' },
+        { key: 'udp_tx_per_s', label: 'to devices' }] },
+    { id: 'gateway', title: 'The gateway\u2019s share of a turn (mean)', unit: ' ms',
+      lines: [{ key: 'listen_stop_ms', n: 'listen_stop_n', label: 'listen stop \u2192 backend' },
+        { key: 'tts_start_ms', n: 'tts_start_n', label: 'tts start \u2192 device' },
+        { key: 'first_audio_ms', n: 'first_audio_n', label: 'first audio frame \u2192 UDP' }] },
+    { id: 'first-audio', title: 'tts start \u2192 first audio sent (mean)', unit: ' ms',
+      lines: [{ key: 'tts_to_audio_ms', n: 'tts_to_audio_n', label: 'tts start \u2192 first audio' }] },
+  ];
+  const W = 320, H = 120, PAD_L = 38, PAD_R = 6, PAD_T = 8, PAD_B = 18;
+
+  function svg(tag, attrs = {}, text) {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function figure(v, unit) {
+    if (v === null || v === undefined) return '—';
+    const digits = v >= 100 ? 0 : v >= 10 ? 1 : 2;
+    return Number(v).toFixed(unit === '' ? 0 : digits) + unit;
+  }
+
+  function clock(t) {
+    return new Date(t).toLocaleTimeString('en-GB');
+  }
+
+  // One chart: a line per series over time, a point per sample (its
+  // figures in its title), the y axis from 0 to the largest figure.
+  function chart(def, doc) {
+    const samples = doc.samples;
+    const span = (doc.interval_s || 10) * (doc.max_samples || 90) * 1000;
+    const t1 = samples[samples.length - 1].t, t0 = t1 - span;
+    let max = 0;
+    for (const s of samples) {
+      for (const l of def.lines) {
+        if (typeof s[l.key] === 'number') max = Math.max(max, s[l.key]);
+      }
+    }
+    max = max > 0 ? max * 1.1 : 1;
+    const x = (t) => PAD_L + (Math.max(t, t0) - t0) / span * (W - PAD_L - PAD_R);
+    const y = (v) => PAD_T + (1 - v / max) * (H - PAD_T - PAD_B);
+    const titleId = `chart-${def.id}-title`, descId = `chart-${def.id}-desc`;
+    const box = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', class: 'chart',
+      'data-chart': def.id, 'aria-labelledby': `${titleId} ${descId}` });
+    const latest = def.lines.map((l) => {
+      const last = [...samples].reverse().find((s) => typeof s[l.key] === 'number');
+      return `${l.label}: ${last ? figure(last[l.key], def.unit) : 'no data'}`;
+    });
+    box.append(svg('title', { id: titleId }, def.title),
+      svg('desc', { id: descId }, `Last ${Math.round(span / 60000)} minutes. ` +
+        latest.join('; ') + '.'));
+    box.append(svg('line', { class: 'axis', x1: PAD_L, x2: W - PAD_R, y1: y(0), y2: y(0) }),
+      svg('line', { class: 'grid', x1: PAD_L, x2: W - PAD_R, y1: y(max / 1.1), y2: y(max / 1.1) }),
+      svg('text', { class: 'tick', x: PAD_L - 4, y: y(0) + 4, 'text-anchor': 'end' }, '0'),
+      svg('text', { class: 'tick', x: PAD_L - 4, y: y(max / 1.1) + 4, 'text-anchor': 'end' },
+        figure(max / 1.1, def.unit === '' ? '' : ' ').trim()),
+      svg('text', { class: 'tick', x: PAD_L, y: H - 4 }, `\u2212${Math.round(span / 60000)} min`),
+      svg('text', { class: 'tick', x: W - PAD_R, y: H - 4, 'text-anchor': 'end' }, 'now'));
+    def.lines.forEach((l, i) => {
+      let d = '';
+      let pen = false;
+      const points = svg('g', { class: `points series-${i}`, 'data-key': l.key });
+      for (const s of samples) {
+        const v = s[l.key];
+        if (typeof v !== 'number') {
+          pen = false;
+          continue;
+        }
+        d += `${pen ? 'L' : 'M'}${x(s.t).toFixed(1)},${y(v).toFixed(1)}`;
+        pen = true;
+        const dot = svg('circle', { cx: x(s.t).toFixed(1), cy: y(v).toFixed(1), r: 2.2 });
+        dot.append(svg('title', {}, `${clock(s.t)}${s.partial ? ' (so far)' : ''}: ` +
+          `${l.label} ${figure(v, def.unit)}` + (l.n ? `, ${s[l.n]} turns` : '')));
+        points.append(dot);
+      }
+      box.append(svg('path', { class: `line series-${i}`, 'data-key': l.key, d }), points);
+    });
+    const legend = el('ul', { class: 'legend' }, ...def.lines.map((l, i) => {
+      const last = [...samples].reverse().find((s) => typeof s[l.key] === 'number');
+      const turns = l.n ? samples.reduce((a, s) => a + (s[l.n] || 0), 0) : null;
+      return el('li', { 'data-key': l.key },
+        el('span', { class: `swatch series-${i}`, ariaHidden: 'true' }),
+        el('span', { text: l.label + ' ' }),
+        el('strong', { class: 'figure', 'data-key': l.key,
+          text: last ? figure(last[l.key], def.unit) : '—' }),
+        turns !== null ? el('span', { class: 'muted turns', 'data-key': l.key,
+          text: ` (${turns} turns)` }) : null);
+    }));
+    return el('figure', { class: 'chart-box', 'data-chart': def.id },
+      el('figcaption', { text: def.title }), box, legend);
+  }
+
+  async function refreshSeries() {
+    let doc;
+    try {
+      const res = await call('api/series');
+      doc = await json(res);
+      if (!res.ok) throw new Error((doc && doc.error) || 'HTTP ' + res.status);
+    } catch (err) {
+      if (err instanceof AuthError) throw err;
+      $('charts-error').textContent = 'Charts: ' + err.message;
+      return;
+    }
+    $('charts-error').textContent = '';
+    if (!doc || !Array.isArray(doc.samples) || doc.samples.length === 0) return;
+    $('charts').replaceChildren(...CHARTS.map((c) => chart(c, doc)));
+  }
 
   // ---- start -----------------------------------------------------------
 

@@ -33,6 +33,7 @@ struct gw_http_api {
     struct gw__api_ota ota; /* provisioning: OTA, activation, bindings */
     /* Pushes to devices, for metrics. */
     struct gw_push_stats push;
+    struct gw__api_series *series; /* the operator page's charts */
 };
 
 /* ---- routes ------------------------------------------------------------ */
@@ -51,7 +52,8 @@ enum route {
     ROUTE_BINDINGS, /* /api/bindings (http.token) */
     ROUTE_UI,       /* the operator page's files: no data, no token */
     ROUTE_CALL,     /* /api/call/request, /api/call/accept (daily token) */
-    ROUTE_DRAIN     /* POST /api/drain: a rolling restart (http.token) */
+    ROUTE_DRAIN,    /* POST /api/drain: a rolling restart (http.token) */
+    ROUTE_SERIES    /* GET /api/series: the last minutes (http.token) */
 };
 
 /* Whether path is base itself or under it ("/mcp", "/mcp/..."). */
@@ -113,6 +115,9 @@ static enum route route_of(struct gw_http_req *req)
     }
     if (strcmp(path, "/api/drain") == 0) {
         return ROUTE_DRAIN;
+    }
+    if (strcmp(path, "/api/series") == 0) {
+        return ROUTE_SERIES;
     }
     if (strcmp(path, "/api/broadcast") == 0 ||
         push_target(path, id, sizeof(id))) {
@@ -267,6 +272,7 @@ static void on_head(struct gw_http_req *req, void *arg)
         (void)gw__api_manager_head(cfg, req);
         break;
     case ROUTE_METRICS:
+    case ROUTE_SERIES:
         (void)(gw__api_method_ok(req, "GET, HEAD", false) &&
                gw__api_token_ok(cfg, req));
         break;
@@ -472,6 +478,9 @@ static void on_request(struct gw_http_req *req, void *arg)
     case ROUTE_DRAIN:
         drain(api, req);
         break;
+    case ROUTE_SERIES:
+        gw__api_series_serve(api->series, req);
+        break;
     case ROUTE_UI:
         gw_http_static_serve(req, api->env.detached ? NULL : api->env.loop,
                              gw_config_live_get(api->env.config)->http.ui_dir,
@@ -540,10 +549,18 @@ int gw_http_api_init(const struct gw_http_api_env *env,
                       (struct gw_bucket_rate){.per_s = 10, .burst = 600}, 4096);
 
     api->env.metrics.push = &api->push;
+    if (gw__api_series_init(env->detached ? NULL : env->loop, &api->env.metrics,
+                            &api->series) != 0) {
+        gw_ratelimit_free(&api->ota.guesses);
+        gw_ratelimit_free(&api->ota.newcomers);
+        free(api);
+        return GW_ENOMEM;
+    }
     o.arg = api;
     rc = env->detached ? gw_http_server_init_detached(&o, &api->srv)
                        : gw_http_server_init(env->loop, &o, &api->srv);
     if (rc != 0) {
+        gw__api_series_close(api->series, !env->detached);
         gw_ratelimit_free(&api->ota.guesses);
         gw_ratelimit_free(&api->ota.newcomers);
         free(api);
@@ -604,6 +621,8 @@ void gw_http_api_close(struct gw_http_api *api,
     }
     api->close_cb = cb;
     api->close_arg = arg;
+    gw__api_series_close(api->series, !api->env.detached);
+    api->series = NULL;
     gw_http_server_close(api->srv, on_server_closed, api);
     api->srv = NULL; /* a second close does nothing */
 }

@@ -189,4 +189,33 @@ gw__api_binding_from_pending(const struct gw_config *cfg,
 GW_MUST_CHECK int gw__api_metrics_format(const struct gw_metrics_sources *src,
                                          char **out, size_t *len);
 
+/* ---- series.c: the last minutes (GET /api/series) and the turn
+ * histograms ---- */
+
+#define GW__API_TURN_HISTS 4
+
+/* One turn histogram: its key in /api/series, its metric, what it times. */
+struct gw__api_turn_hist {
+    const char *key, *name, *help;
+    struct gw_latency h;
+};
+
+/* The turn histograms of src, in the order /metrics writes them. */
+void gw__api_turn_hists(const struct gw_metrics_sources *src,
+                        struct gw__api_turn_hist out[GW__API_TURN_HISTS]);
+
+struct gw__api_series;
+
+/* Samples src every 10 s on loop (NULL: never; the answer then holds
+ * only the time since init). src must outlive the series. */
+GW_MUST_CHECK int gw__api_series_init(uv_loop_t *loop,
+                                      const struct gw_metrics_sources *src,
+                                      struct gw__api_series **out);
+
+/* Frees the series (after its timer's close when it has one). */
+void gw__api_series_close(struct gw__api_series *se, bool has_timer);
+
+/* GET /api/series: the samples, oldest first, then the time since. */
+void gw__api_series_serve(struct gw__api_series *se, struct gw_http_req *req);
+
 #endif /* GW_HTTP_API_INT_H */

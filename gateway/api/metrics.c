@@ -943,6 +943,12 @@ int gw__api_metrics_format(const struct gw_metrics_sources *src, char **out,
     }
     o.buf[0] = '\0';
     sessions_part(&o, src);
+    struct gw__api_turn_hist th[GW__API_TURN_HISTS];
+    gw__api_turn_hists(src, th);
+    for (int i = 0; i < GW__API_TURN_HISTS; i++) {
+        histogram(&o, th[i].name, th[i].help, gw_latency_bounds_us, th[i].h.le,
+                  GW_LATENCY_BUCKETS, th[i].h.sum_us, 1e6);
+    }
     calls_part(&o, src);
     outbox_part(&o, src);
     transport_part(&o, src);

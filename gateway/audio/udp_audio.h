@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "crypto/aes_ctr.h"
+#include "gateway/core/latency.h"
 
 /* Audio kept ahead of the device's play clock (about 5 frames of 60 ms). */
 #define GW_UDP_PREBUFFER_MS 300
@@ -110,6 +111,10 @@ struct gw_udp_audio_stats {
      * (SO_TIMESTAMPNS): counts per bucket, not cumulative, and the sum. */
     uint64_t relay_le[GW_UDP_RELAY_BUCKETS + 1];
     uint64_t relay_sum_us;
+    /* A turn's first downlink datagram (gw_udp_peer_time_next): from its
+     * frame's arrival, and from the turn's tts start. */
+    struct gw_latency turn_first_audio;
+    struct gw_latency turn_tts_to_audio;
 };
 
 /* Metric label of a reason ("replay", "no_address"...); never NULL. */
@@ -205,6 +210,9 @@ struct gw_udp_peer {
     struct gw_udp_peer *pace_prev; /* in the pacing list */
     struct gw_udp_peer *pace_next;
     bool pacing; /* on the pacing list */
+    /* The downlink datagram being timed (0: none), and its clocks. */
+    uint32_t timed_seq;
+    uint64_t timed_rx_ns, timed_since_ns;
 };
 
 /*
@@ -282,6 +290,15 @@ size_t gw_udp_peer_flush(struct gw_udp_peer *peer);
  * the device discards audio that overtakes it.
  */
 void gw_udp_peer_hold(struct gw_udp_peer *peer, unsigned ms);
+
+/*
+ * Times the next downlink packet queued: when its datagram is sent, the
+ * stats' turn_first_audio gets the time since rx_ns and turn_tts_to_audio
+ * the time since since_ns (uv_hrtime() clocks). A flush, a failed send or
+ * a restart of the peer forgets it.
+ */
+void gw_udp_peer_time_next(struct gw_udp_peer *peer, uint64_t rx_ns,
+                           uint64_t since_ns);
 
 /* True once the device's address is known (downlink can reach it). */
 bool gw_udp_peer_has_address(const struct gw_udp_peer *peer);

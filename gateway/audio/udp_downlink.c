@@ -182,10 +182,28 @@ static int64_t sync_clock(struct gw_udp_peer *peer, uint64_t now)
     return ahead;
 }
 
+/* The datagram is the one gw_udp_peer_time_next() asked for: one compare
+ * per datagram while no turn is being timed. */
+static bool is_timed(struct gw_udp_peer *peer, const uint8_t *dgram, size_t len)
+{
+    struct gw_udp_header h;
+
+    if (peer->timed_seq == 0) {
+        return false;
+    }
+    if (gw_udp_header_parse(dgram, len, &h) != 0 ||
+        h.sequence != peer->timed_seq) {
+        return false;
+    }
+    peer->timed_seq = 0;
+    return true;
+}
+
 static void send_datagram(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
                           const uint8_t *dgram, size_t len)
 {
     uv_buf_t buf = uv_buf_init((char *)dgram, (unsigned)len);
+    bool timed = is_timed(peer, dgram, len);
 
     /* Synchronous and request-free; a full socket buffer is a drop, since
      * late audio is worse than lost audio. */
@@ -194,6 +212,12 @@ static void send_datagram(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
         return;
     }
     ua->stats.tx_audio++;
+    if (timed) {
+        uint64_t now = uv_hrtime();
+        gw_latency_add(&ua->stats.turn_first_audio, now - peer->timed_rx_ns);
+        gw_latency_add(&ua->stats.turn_tts_to_audio,
+                       now - peer->timed_since_ns);
+    }
 }
 
 /* Sends queued packets while the device is less than a pre-buffer ahead. */
@@ -350,6 +374,7 @@ size_t gw_udp_peer_flush(struct gw_udp_peer *peer)
     queue_clear(&peer->queue);
     queue_trim(&peer->queue);
     gw__udp_pace_remove(peer);
+    peer->timed_seq = 0; /* if it was queued, it went */
     /* The device empties its queue too: the next packet starts afresh. */
     peer->play_start_ms = 0;
     peer->played_samples = 0;
@@ -362,4 +387,17 @@ void gw_udp_peer_hold(struct gw_udp_peer *peer, unsigned ms)
         return;
     }
     peer->hold_until_ms = uv_now(peer->ua->loop) + ms;
+}
+
+void gw_udp_peer_time_next(struct gw_udp_peer *peer, uint64_t rx_ns,
+                           uint64_t since_ns)
+{
+    if (peer == NULL || peer->ua == NULL ||
+        peer->tx_seq >= GW_UDP_DOWNLINK_SEQ_MAX) {
+        return;
+    }
+    /* build_datagram() gives the next packet the next sequence. */
+    peer->timed_seq = peer->tx_seq + 1;
+    peer->timed_rx_ns = rx_ns;
+    peer->timed_since_ns = since_ns;
 }

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "gateway/core/latency.h"
 #include "gateway/core/session_end.h"
 
 /* Why a device message was refused; each has a counter. */
@@ -46,6 +47,10 @@ struct gw_counters {
     uint64_t no_session_goodbyes;
     uint64_t presence_online;  /* devices that came online */
     uint64_t presence_offline; /* devices that went offline */
+    /* The gateway's share of a turn (session.c): a device's listen stop
+     * to the backend, a backend's tts start to the device. */
+    struct gw_latency turn_listen_stop;
+    struct gw_latency turn_tts_start;
 };
 
 #endif /* GW_COUNTERS_H */

@@ -188,11 +188,12 @@ static void activate(struct gw_session *s, const struct gw_audio_params *audio)
            (unsigned long long)age_ms(s));
 }
 
-static bool is_tts_start(const struct gw_envelope *env)
+/* A listen or tts message's "state" is this one. */
+static bool state_is(const struct gw_envelope *env, const char *want)
 {
     const cJSON *state = cJSON_GetObjectItemCaseSensitive(env->root, "state");
 
-    return cJSON_IsString(state) && strcmp(state->valuestring, "start") == 0;
+    return cJSON_IsString(state) && strcmp(state->valuestring, want) == 0;
 }
 
 /*
@@ -241,6 +242,8 @@ static void on_outbox_sent(void *arg, const char *client_id)
     if (waited > (uint64_t)cfg->limits.outbox_age_ms) {
         return;
     }
+    gw_latency_add(&t->env.counters->turn_tts_start,
+                   uv_hrtime() - s->tts_start_rx_ns);
     gw_log(GW_LOG_INFO, s->subject,
            "tts start sent after %llu ms in the outbox: downlink audio goes",
            (unsigned long long)waited);
@@ -330,8 +333,26 @@ static void pcm_uplink(struct gw_session *s, const uint8_t *opus, size_t len)
     count_audio(s, 0, n);
 }
 
+/*
+ * A tts start went to the device (rc 0; held: in the outbox, timed when it
+ * leaves, on_outbox_sent): the gateway's share of the turn is timed from
+ * rx_ns, when it was read off the backend's socket, and its first audio
+ * frame will be too (on_ws_audio).
+ */
+static void turn_tts_start(struct gw_session *s, int rc, bool held,
+                           uint64_t rx_ns)
+{
+    s->tts_start_rx_ns = rx_ns;
+    s->await_audio = rc == 0;
+    if (rc == 0 && !held) {
+        gw_latency_add(&env_of(s)->counters->turn_tts_start,
+                       uv_hrtime() - rx_ns);
+    }
+}
+
 /* Backend JSON for the device: validated, then passed on byte for byte. */
-static void relay_to_device(struct gw_session *s, const char *text, size_t len)
+static void relay_to_device(struct gw_session *s, const char *text, size_t len,
+                            uint64_t rx_ns)
 {
     const struct gw_session_env *senv = env_of(s);
     struct gw_counters *counters = senv->counters;
@@ -373,9 +394,10 @@ static void relay_to_device(struct gw_session *s, const char *text, size_t len)
          * (limits.tts_start_guard_ms, default 40: under one 60 ms frame)
          * gives the broker that head start.
          */
-        if (env.kind == GW_MSG_TTS && is_tts_start(&env)) {
-            hold_for_tts_start(
-                s, rc == 0 && gw_publish_waiting(senv->pub, s->client_id));
+        if (env.kind == GW_MSG_TTS && state_is(&env, "start")) {
+            bool held = rc == 0 && gw_publish_waiting(senv->pub, s->client_id);
+            turn_tts_start(s, rc, held, rx_ns);
+            hold_for_tts_start(s, held);
         }
     }
     gw_envelope_free(&env);
@@ -411,7 +433,7 @@ static void on_ws_text(struct gw_backend_conn *conn, const char *text,
     int pcm_rate = 0;
 
     if (s->state == GW_SESSION_ACTIVE) {
-        relay_to_device(s, text, len);
+        relay_to_device(s, text, len, uv_hrtime());
         return;
     }
     if (s->state != GW_SESSION_CONNECTING_BACKEND) {
@@ -451,6 +473,10 @@ static void on_ws_audio(struct gw_backend_conn *conn, uint32_t timestamp,
         return;
     }
     count_audio(s, 1, len);
+    if (s->await_audio) { /* the turn's first: timed to its datagram */
+        s->await_audio = false;
+        gw_udp_peer_time_next(&s->udp, uv_hrtime(), s->tts_start_rx_ns);
+    }
     if (s->pcm != NULL) {
         gw_pcm_bridge_downlink(s->pcm, opus, len, pcm_to_device, s);
         return;
@@ -610,7 +636,7 @@ static void on_timer(uv_timer_t *timer)
 
 void gw_session_on_device_message(struct gw_session *s,
                                   const struct gw_envelope *env,
-                                  const char *raw, size_t len)
+                                  const char *raw, size_t len, uint64_t rx_ns)
 {
     switch (env->kind) {
     case GW_MSG_GOODBYE:
@@ -637,6 +663,7 @@ void gw_session_on_device_message(struct gw_session *s,
     if (env->kind == GW_MSG_ABORT) {
         /* The user interrupted: audio still queued here is stale. */
         size_t n = gw_udp_peer_flush(&s->udp);
+        s->await_audio = false; /* the reply it stops is not timed */
         if (s->pcm != NULL) {
             gw_pcm_bridge_downlink_reset(s->pcm);
         }
@@ -645,6 +672,10 @@ void gw_session_on_device_message(struct gw_session *s,
     }
     if (gw_backend_conn_send_text(s->ws, raw, len) == 0) {
         env_of(s)->counters->device_messages++;
+        if (env->kind == GW_MSG_LISTEN && state_is(env, "stop")) {
+            gw_latency_add(&env_of(s)->counters->turn_listen_stop,
+                           uv_hrtime() - rx_ns);
+        }
     } else {
         gw_log(GW_LOG_WARN, s->subject, "backend send queue full: %s dropped",
                env->type);

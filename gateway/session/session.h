@@ -96,6 +96,8 @@ struct gw_session {
     bool timer_closed;            /* timer's close callback ran */
     bool tts_start_waits;         /* its tts start is in the outbox */
     uint64_t tts_start_held_ms;   /* loop time it was held */
+    uint64_t tts_start_rx_ns;     /* uv_hrtime() its tts start was read */
+    bool await_audio;             /* its reply's first audio is to come */
     struct gw_bucket log_bucket;  /* its backend's refused messages */
     /*
      * What every uplink packet reads (gw_session_on_uplink), side by side
@@ -139,10 +141,11 @@ int gw_session_start(struct gw_sessions *t, const char *client_id,
                      const struct gw_client_id *id,
                      struct gw_device_hello *hello);
 
-/* A parsed device message (not a hello) for this session. */
+/* A parsed device message (not a hello) for this session, read off the
+ * broker at rx_ns (uv_hrtime()), from which a listen stop is timed. */
 void gw_session_on_device_message(struct gw_session *s,
                                   const struct gw_envelope *env,
-                                  const char *raw, size_t len);
+                                  const char *raw, size_t len, uint64_t rx_ns);
 
 /*
  * Prefetches what gw_session_on_uplink will touch, step by step (the UDP
