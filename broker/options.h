@@ -25,6 +25,8 @@
  * KiB, the largest an MCP tools/list page the firmware cuts near 8000
  * bytes; 64 KiB is the gateway's own upper bound (limits.max_message_bytes
  * cannot be set higher), so nothing the gateway could take is lost here.
+ * The broker's max_packet_size is global and sized for the gateway's larger
+ * downlink: this bound is what keeps device uplink small.
  */
 #define GW_BROKER_DEFAULT_MAX_MESSAGE "65536"
 #define GW_BROKER_MAX_MESSAGE_LIMIT   268435455 /* MQTT's own bound */

@@ -19,8 +19,8 @@
  * callback needs to risk. */
 #define GW_ENVELOPE_MAX_DEPTH 32
 
-/* Largest payload the gateway sends to a device (docs/protocol.md section 2).
- */
+/* Largest MCP message the gateway builds for a device; relayed and pushed
+ * messages have limits.max_downlink_bytes (docs/protocol.md section 2.4). */
 #define GW_ENVELOPE_DEVICE_MAX 8192
 
 /* Message types the relay switches on; everything else is OTHER and is

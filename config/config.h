@@ -214,13 +214,14 @@ struct gw_config {
         int failover_budget_ms; /* all attempts of one device hello */
         int udp_idle_timeout_ms;
         int call_ring_timeout_ms; /* a device call unanswered this long ends */
-        int max_message_bytes;
-        int tts_start_guard_ms; /* downlink held after a tts start */
-        int hello_burst;        /* hellos one device may send at once */
-        int hello_per_minute;   /* and then on average */
-        int outbox_messages;    /* device messages held while the broker */
-        int outbox_bytes;       /* is away, at most this many and bytes, */
-        int outbox_age_ms;      /* each for at most this long */
+        int max_message_bytes;    /* a device's message (uplink) */
+        int max_downlink_bytes;   /* a backend's or the API's, to a device */
+        int tts_start_guard_ms;   /* downlink held after a tts start */
+        int hello_burst;          /* hellos one device may send at once */
+        int hello_per_minute;     /* and then on average */
+        int outbox_messages;      /* device messages held while the broker */
+        int outbox_bytes;         /* is away, at most this many and bytes, */
+        int outbox_age_ms;        /* each for at most this long */
     } limits;
     struct {
         int backoff_ms;       /* out of rotation after a first failure, */

@@ -113,8 +113,9 @@ static const struct gw_config_key mqtt_keys[] = {
     KEY_STR("username", MQ(username), GW_CF_RESTART, "", NULL),
     KEY_STR("password", MQ(password), GW_CF_RESTART | GW_CF_SECRET, "", NULL),
     KEY_INT("keepalive", MQ(keepalive_s), GW_CF_RESTART, 60, 5, 65535),
-    /* The broker's max_packet_size (the shipped configs' value): no
-     * publish of the gateway may be larger, or the broker cuts it off. */
+    /* At most the broker's max_packet_size: what instances send each
+     * other, records and revocations stay within it (a device's downlink
+     * is bounded by limits.max_downlink_bytes instead). */
     KEY_INT("max_packet_bytes", MQ(max_packet_bytes), GW_CF_RESTART, 66560,
             16384, 268435455),
     KEY_OBJ("tls", MQ(tls), &tls_table),
@@ -343,6 +344,12 @@ static const struct gw_config_key limits_keys[] = {
             60000, 500, 600000),
     KEY_INT("max_message_bytes", LIM(max_message_bytes), GW_CF_RELOAD, 8192,
             256, 65536),
+    /* Firmware 2.4 reassembles a message of any size and a server may put
+     * 64 KiB of glyph bitmaps into one tts or stt: backend frames and pushed
+     * messages up to this reach the device; the broker's max_packet_size
+     * must take it (docs/deploy.md). */
+    KEY_INT("max_downlink_bytes", LIM(max_downlink_bytes), GW_CF_RELOAD, 131072,
+            8192, 16777216),
     /* See session.c: the tts start goes through the broker, the audio
      * behind it does not and must not overtake it. */
     KEY_INT("tts_start_guard_ms", LIM(tts_start_guard_ms), GW_CF_RELOAD, 40, 0,

@@ -40,6 +40,12 @@ static void usage(FILE *out)
         "  --tts-frames N           downlink frames per turn (10, max %d)\n"
         "  --tts-rate HZ            TTS sample rate (%d)\n"
         "  --tts-stop-delay-ms N    after the last frame (420: 7 frames)\n"
+        "  --glyph-bytes N          each reply's sentence_start carries a\n"
+        "                           glyph_push of bitmaps, the message about "
+        "N\n"
+        "                           bytes (firmware 2.4; a \"big\" event "
+        "each)\n"
+        "  --glyph-messages K       K such sentence_starts per reply (1)\n"
         "  --no-pace                send all TTS frames at once\n"
         "  --no-decode              check uplink Opus by inspection only\n"
         "  --close-after-turns K    close (no goodbye) after K turns\n"
@@ -170,6 +176,8 @@ static const struct opt_def opt_defs[] = {
     {"pcm-tone-hz", K_INT, OPT(pcm_tone_hz), 50, 4000, NULL},
     {"no-hello-rate", K_ON, OPT(no_hello_rate), 0, 0, NULL},
     {"tts-stop-delay-ms", K_INT, OPT(tts_stop_delay_ms), 0, 60000, NULL},
+    {"glyph-bytes", K_INT, OPT(glyph_bytes), 0, 16 << 20, NULL},
+    {"glyph-messages", K_INT, OPT(glyph_messages), 1, 10000, NULL},
     {"no-pace", K_OFF, OPT(pace), 0, 0, NULL},
     {"no-decode", K_OFF, OPT(decode), 0, 0, NULL},
     {"close-after-turns", K_INT, OPT(close_after_turns), 0, 1000000, NULL},
@@ -225,6 +233,7 @@ static void set_defaults(struct mock_opts *o)
     o->tts_rate = GW_SIM_BACKEND_TTS_RATE;
     o->pcm_tone_hz = 440;
     o->tts_stop_delay_ms = 7 * GW_SIM_BACKEND_FRAME_MS; /* the server's */
+    o->glyph_messages = 1;
     o->pace = o->decode = true;
     o->mcp_list_delay_ms = 1000;
     o->mcp_timeout_ms = 30000;

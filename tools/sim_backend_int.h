@@ -44,6 +44,8 @@ struct mock_opts {
     int pcm_tone_hz;          /* pcm16: the tone of the TTS PCM */
     bool no_hello_rate;       /* hello audio_params without sample_rate */
     int tts_stop_delay_ms;    /* after the last frame, before tts stop */
+    int glyph_bytes;          /* sentence_start with glyph_push this big */
+    int glyph_messages;       /* that many of them per reply */
     bool pace;                /* real-time pacing like the server */
     bool decode;              /* decode every uplink packet with libopus */
     int close_after_turns;    /* 0: never close */

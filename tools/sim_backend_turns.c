@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/sha.h>
+
 #include "codec/envelope.h"
 #include "codec/opus_packet.h"
 #include "common/log.h"
@@ -211,6 +213,67 @@ static void on_pace(uv_timer_t *t)
     release_due(c);
 }
 
+/*
+ * A sentence_start as firmware 2.4 takes it with glyph_push (up to 64
+ * glyphs of base64 bitmaps), grown to about bytes; its length and hash go
+ * to a "big" event, so a test can compare what the device received.
+ */
+static void queue_glyphs(struct conn *c, const char *text, uint32_t k)
+{
+    static const char b64[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t want = (size_t)c->m->opt.glyph_bytes, each;
+    uint32_t x = (uint32_t)c->id * 2654435761u ^ c->turn * 40503u ^ k;
+    cJSON *o = gw_sim_be_msg_new("tts"), *gp, *list, *ev;
+    char *bitmap, *s;
+    char hex[65] = "";
+
+    cJSON_AddStringToObject(o, "state", "sentence_start");
+    cJSON_AddStringToObject(o, "text", text);
+    gp = cJSON_AddObjectToObject(o, "glyph_push");
+    cJSON_AddNumberToObject(gp, "v", 1);
+    cJSON_AddStringToObject(gp, "bundle", "sim");
+    cJSON_AddNumberToObject(gp, "size", 16);
+    cJSON_AddNumberToObject(gp, "bpp", 4);
+    list = cJSON_AddArrayToObject(gp, "glyphs");
+    cJSON_AddStringToObject(o, "session_id", c->sid);
+    /* 64 glyphs of about 110 bytes of members each, then the bitmaps. */
+    each = want > 64 * 110 ? (want - 64 * 110) / 64 : 4;
+    each -= each % 4;
+    bitmap = malloc(each + 1);
+    for (int g = 0; g < 64 && bitmap != NULL && list != NULL; g++) {
+        cJSON *gl = cJSON_CreateObject();
+        for (size_t i = 0; i < each; i++) {
+            x = x * 1103515245u + 12345u;
+            bitmap[i] = b64[(x >> 16) & 63];
+        }
+        bitmap[each] = '\0';
+        cJSON_AddNumberToObject(gl, "codepoint", 0x4e00 + g);
+        cJSON_AddNumberToObject(gl, "adv_w", 16);
+        cJSON_AddNumberToObject(gl, "box_w", 16);
+        cJSON_AddNumberToObject(gl, "box_h", 16);
+        cJSON_AddNumberToObject(gl, "ofs_x", 0);
+        cJSON_AddNumberToObject(gl, "ofs_y", -2);
+        cJSON_AddStringToObject(gl, "bitmap", bitmap);
+        cJSON_AddItemToArray(list, gl);
+    }
+    free(bitmap);
+    s = cJSON_PrintUnformatted(o);
+    ev = gw_sim_be_ev_new("big", c);
+    if (s != NULL) {
+        unsigned char h[32];
+        SHA256((const unsigned char *)s, strlen(s), h);
+        gw_sim_hex32(h, hex);
+        cJSON_AddNumberToObject(ev, "bytes", (double)strlen(s));
+    }
+    cJSON_AddNumberToObject(ev, "turn", c->turn);
+    cJSON_AddNumberToObject(ev, "index", k);
+    cJSON_AddStringToObject(ev, "sha256", hex);
+    gw_sim_be_ev_emit(c->m, ev);
+    cJSON_free(s);
+    gw_sim_be_queue_json(c, o, false);
+}
+
 static void start_speaking(struct conn *c, uint64_t frames)
 {
     char text[96];
@@ -231,7 +294,13 @@ static void start_speaking(struct conn *c, uint64_t frames)
     cJSON_AddStringToObject(o, "emotion", "happy");
     gw_sim_be_queue_msg(c, o, false);
     snprintf(text, sizeof(text), "reply %u", c->turn);
-    queue_tts(c, "sentence_start", text);
+    if (c->m->opt.glyph_bytes > 0) {
+        for (int k = 0; k < c->m->opt.glyph_messages; k++) {
+            queue_glyphs(c, text, (uint32_t)k);
+        }
+    } else {
+        queue_tts(c, "sentence_start", text);
+    }
     c->tts_t0 = uv_hrtime();
     if (c->tts_total == 0) {
         queue_stop(c);

@@ -32,6 +32,7 @@ enum {
     O_TONE,
     O_FAST,
     O_AEC,
+    O_GLYPH,
     O_WAKE,
     O_ABORT,
     O_REPLAY,
@@ -89,6 +90,7 @@ static const struct option cli_options[] = {
     {"tone", required_argument, NULL, O_TONE},
     {"fast", no_argument, NULL, O_FAST},
     {"aec", no_argument, NULL, O_AEC},
+    {"glyph-push", no_argument, NULL, O_GLYPH},
     {"wake-word", no_argument, NULL, O_WAKE},
     {"abort-after", required_argument, NULL, O_ABORT},
     {"replay-every", required_argument, NULL, O_REPLAY},
@@ -176,6 +178,8 @@ void gw_sim_cli_usage(FILE *out)
         "time)\n"
         "  --fast                   same as --frame-ms 10 (tests)\n"
         "  --aec                    features.aec; echo played timestamps\n"
+        "  --glyph-push             features.glyph_push true, with a "
+        "text_font\n"
         "  --wake-word              wake-word audio burst and listen detect\n"
         "  --abort-after N          send abort after N played frames\n"
         "  --replay-every N         send every Nth uplink packet twice\n"
@@ -465,6 +469,9 @@ int gw_sim_cli_parse(struct gw_sim_cli *cli, int code, const char *arg)
         break;
     case O_AEC:
         o->aec = true;
+        break;
+    case O_GLYPH:
+        o->glyph_push = true;
         break;
     case O_WAKE:
         o->wake_word = true;

@@ -465,6 +465,7 @@ char *gw_sim_result_json(const struct gw_sim_result *r, const char *client_id)
     }
     cJSON_AddNumberToObject(msgs, "unparsable", r->bad_json);
     cJSON_AddNumberToObject(msgs, "oversize", r->oversize);
+    cJSON_AddNumberToObject(msgs, "oversize_bytes", (double)r->oversize_bytes);
     cJSON_AddNumberToObject(msgs, "mcp_answered", r->mcp_answered);
     cJSON_AddNumberToObject(msgs, "mcp_ignored", r->mcp_ignored);
     cJSON_AddNumberToObject(msgs, "goodbye_ignored", r->goodbye_ignored);

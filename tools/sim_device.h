@@ -179,6 +179,7 @@ struct gw_sim_result {
     char custom_payload[256]; /* unformatted JSON, cut to fit */
     uint32_t bad_json;        /* unparsable messages, dropped */
     uint32_t oversize;        /* messages over 8192 bytes (accepted) */
+    uint64_t oversize_bytes;  /* and their bytes */
     uint32_t goodbye_ignored; /* goodbyes with another session_id */
     bool goodbye_received;    /* the server ended the session */
     bool goodbye_sent;        /* the device ended it */
@@ -253,6 +254,7 @@ struct gw_sim_device_options {
     uint32_t frame_ms;      /* uplink frame interval: 60 real time */
     uint32_t tone_hz;       /* speech is this sine; downlink measured */
     bool aec;               /* features.aec, echo downlink stamps */
+    bool glyph_push;        /* features.glyph_push true, and a text_font */
     bool wake_word;         /* wake-word burst and listen detect */
     bool require_reply;     /* ok needs stt, tts and played audio */
     bool decode;            /* decode each played frame (libopus) */

@@ -16,10 +16,13 @@
 #include "common/mqtt_link.h"
 #include "tools/sim_device.h"
 
-#define QUEUE_FRAMES  40   /* the firmware's decode queue */
-#define RX_BUF        2048 /* sees oversized datagrams whole, to count them */
-#define TOPIC_MAX     256
-#define MSG_PARSE_MAX 65536 /* esp-mqtt reassembles anything; be generous */
+#define QUEUE_FRAMES 40   /* the firmware's decode queue */
+#define RX_BUF       2048 /* sees oversized datagrams whole, to count them */
+#define TOPIC_MAX    256
+/* esp-mqtt reassembles a message of any size and the firmware parses it
+ * whole (glyph_push puts up to 64 KiB of bitmaps into one tts): bounded
+ * here only as far above the gateway's downlink limits as its range. */
+#define MSG_PARSE_MAX (16u << 20)
 
 /* Application states of the firmware that matter on the wire, plus the
  * simulator's own start and end. */
@@ -165,6 +168,10 @@ void gw_sim_dev_mcp_drop_queue(struct gw_sim_device *d);
 
 /* Opens the channel the server hello named (d->udp_port is set). */
 void gw_sim_dev_udp_open(struct gw_sim_device *d, const char *server);
+/* Takes the datagrams already waiting on the socket: the firmware's audio
+ * task has them queued before its MQTT task reads a later tts stop, even
+ * when MQTT runs seconds behind (large messages). */
+void gw_sim_dev_udp_drain(struct gw_sim_device *d);
 void gw_sim_dev_udp_close(struct gw_sim_device *d);
 void gw_sim_dev_uplink_start(struct gw_sim_device *d);
 

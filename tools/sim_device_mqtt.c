@@ -15,6 +15,7 @@
 #include "codec/hello.h"
 #include "codec/hex.h"
 #include "common/log.h"
+#include "tools/sim_common.h"
 #include "tools/sim_espmcp.h"
 
 int gw_sim_dev_publish(struct gw_sim_device *d, const char *msg, size_t len)
@@ -50,10 +51,16 @@ void gw_sim_dev_send_hello(struct gw_sim_device *d)
     gw_sim_dev_set_subject(d);
     snprintf(msg, sizeof(msg),
              "{\"type\":\"hello\",\"version\":3,\"transport\":\"udp\","
-             "\"features\":{%s\"mcp\":true,\"glyph_push\":false},"
+             "\"features\":{%s\"mcp\":true,\"glyph_push\":%s},%s"
              "\"audio_params\":{\"format\":\"opus\",\"sample_rate\":16000,"
              "\"channels\":1,\"frame_duration\":60}}",
-             d->o.aec ? "\"aec\":true," : "");
+             d->o.aec ? "\"aec\":true," : "",
+             d->o.glyph_push ? "true" : "false",
+             /* firmware 2.4 names its installed font only with glyph_push */
+             d->o.glyph_push ? "\"text_font\":{\"bundle\":\"noto-v1\","
+                               "\"charset\":\"common\",\"size\":20,"
+                               "\"bpp\":4},"
+                             : "");
     d->state = ST_HELLO;
     d->hello_pending = true;
     d->r.sessions++;
@@ -253,6 +260,7 @@ static void on_tts(struct gw_sim_device *d, const cJSON *root)
             uv_timer_stop(&d->uplink_timer);
         }
     } else if (strcmp(st->valuestring, "stop") == 0) {
+        gw_sim_dev_udp_drain(d);
         d->r.tts_stop++;
         if (d->turn == 0 && isnan(d->r.tts_stop_ms)) {
             d->r.tts_stop_ms = ms;
@@ -595,6 +603,24 @@ static void on_other(struct gw_sim_device *d, const struct gw_envelope *env)
 #undef STR
 }
 
+/* A message past the 8192 bytes of older firmware (glyph_push): taken, and
+ * its length and hash told, so a test can see it arrived byte for byte. */
+static void large_message(struct gw_sim_device *d, const uint8_t *payload,
+                          size_t len)
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    char hex[65] = "";
+
+    d->r.oversize++;
+    d->r.oversize_bytes += len;
+    if (md != NULL && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 &&
+        EVP_DigestUpdate(md, payload, len) == 1) {
+        gw_sim_digest_hex(md, hex);
+    }
+    EVP_MD_CTX_free(md);
+    gw_sim_dev_event(d, "< large message: %zu bytes, sha256 %s", len, hex);
+}
+
 /* Stock firmware ignores the topic: everything on the connection counts. */
 void gw_sim_dev_on_message(struct gw_mqtt_link *link, const char *topic,
                            const uint8_t *payload, size_t len, void *arg)
@@ -608,7 +634,7 @@ void gw_sim_dev_on_message(struct gw_mqtt_link *link, const char *topic,
         return;
     }
     if (len > GW_ENVELOPE_DEVICE_MAX) {
-        d->r.oversize++;
+        large_message(d, payload, len);
     }
     int err =
         gw_envelope_parse((const char *)payload, len, MSG_PARSE_MAX, &env);

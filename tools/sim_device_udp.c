@@ -453,6 +453,23 @@ static void on_udp_recv(uv_udp_t *u, ssize_t nread, const uv_buf_t *buf,
     }
 }
 
+void gw_sim_dev_udp_drain(struct gw_sim_device *d)
+{
+    uv_os_fd_t fd;
+
+    if (!d->udp_open || uv_fileno((uv_handle_t *)&d->udp, &fd) != 0) {
+        return;
+    }
+    for (int i = 0; i < QUEUE_FRAMES; i++) {
+        uv_buf_t buf = uv_buf_init((char *)d->rx, sizeof(d->rx));
+        ssize_t n = recv(fd, d->rx, sizeof(d->rx), MSG_DONTWAIT);
+        if (n < 0) {
+            return;
+        }
+        on_udp_recv(&d->udp, n, &buf, NULL, 0);
+    }
+}
+
 /* ---- opening and closing the channel --------------------------------- */
 
 static void udp_connect(struct gw_sim_device *d, const struct sockaddr *addr)

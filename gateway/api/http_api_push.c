@@ -22,7 +22,19 @@
 #include "gateway/device/publish.h"
 
 #define SUBJECT "http"
-#define TOO_BIG "the message exceeds the 8192 bytes a device reads"
+
+/* The firmware takes a message of any size: the bound is the operator's
+ * (limits.max_downlink_bytes, docs/protocol.md section 2.4). */
+static size_t downlink_max(const struct gw_http_api_env *env, char *why,
+                           size_t why_len)
+{
+    size_t max =
+        (size_t)gw_config_live_get(env->config)->limits.max_downlink_bytes;
+
+    snprintf(why, why_len,
+             "the message exceeds %zu bytes (limits.max_downlink_bytes)", max);
+    return max;
+}
 /* Fan-out targets handled per loop turn: the rest of the gateway runs
  * between two batches, whatever the size of the selection. */
 #define FANOUT_PER_TURN 32
@@ -281,10 +293,11 @@ void gw__api_push_command(const struct gw_http_api_env *env,
         cJSON_Delete(in);
         return;
     }
-    rc = gw_device_command_encode(&c, GW_ENVELOPE_DEVICE_MAX, &text, &len);
+    rc = gw_device_command_encode(&c, downlink_max(env, why, sizeof(why)),
+                                  &text, &len);
     cJSON_Delete(in);
     if (rc == GW_ETOOBIG) {
-        refuse_body(stats, req, 413, TOO_BIG);
+        refuse_body(stats, req, 413, why);
         return;
     }
     if (rc != 0) {
@@ -559,10 +572,12 @@ void gw__api_push_broadcast(const struct gw_http_api_env *env,
     rc = gw_device_broadcast_read(in, max, GW_CLIENT_ID_MAX, &to, &f->c, why,
                                   sizeof(why));
     if (rc == 0 && f->c.type != GW_DEVICE_COMMAND_MCP) {
-        rc = gw_device_command_encode(&f->c, GW_ENVELOPE_DEVICE_MAX, &f->text,
-                                      &f->len);
+        char too_big[sizeof(why)];
+        rc = gw_device_command_encode(
+            &f->c, downlink_max(env, too_big, sizeof(too_big)), &f->text,
+            &f->len);
         if (rc == GW_ETOOBIG) {
-            snprintf(why, sizeof(why), "%s", TOO_BIG);
+            memcpy(why, too_big, sizeof(why));
         }
     }
     if (rc == 0) {

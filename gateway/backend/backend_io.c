@@ -232,6 +232,7 @@ int gw__backend_on_receive(struct gw_backend_conn *conn, struct lws *wsi,
     }
     if (rc == 1) {
         deliver(conn, msg.data, msg.len, msg.binary);
+        gw_backend_msg_trim(&conn->rx);
     }
     return 0;
 }

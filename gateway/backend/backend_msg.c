@@ -96,6 +96,13 @@ void gw_backend_msg_release(struct gw_backend_msg *msg)
     memset(msg, 0, sizeof(*msg));
 }
 
+void gw_backend_msg_trim(struct gw_backend_msg *msg)
+{
+    if (!msg->open && msg->cap > FIRST_CAP) {
+        gw_backend_msg_release(msg);
+    }
+}
+
 /* ---- dropped binary messages ------------------------------------------ */
 
 const char *gw_backend_drop_name(enum gw_backend_drop drop)

@@ -50,6 +50,13 @@ GW_MUST_CHECK int gw_backend_msg_add(struct gw_backend_msg *msg, size_t max,
 void gw_backend_msg_release(struct gw_backend_msg *msg);
 
 /*
+ * Frees a buffer grown past its first size, once no message is under way
+ * and the last one was handed over: a connection holds a large message's
+ * bytes (limits.max_downlink_bytes) only while it is relayed.
+ */
+void gw_backend_msg_trim(struct gw_backend_msg *msg);
+
+/*
  * Why a binary message was dropped (docs/protocol.md section 6.4), the
  * reason label of hybridgw_backend_frames_dropped_total.
  */

@@ -121,7 +121,7 @@ static void probe_one(struct gw_backend_probe *p, const struct gw_config *cfg,
         .device_id = "00:00:00:00:00:00",
         .client_id = "hybridgw-probe",
         .log_subject = c->subject,
-        .max_message_bytes = (size_t)cfg->limits.max_message_bytes,
+        .max_message_bytes = (size_t)cfg->limits.max_downlink_bytes,
     };
     int rc = gw_backend_conn_open(p->bws, &params, &probe_events, c, &c->ws);
     if (rc != 0) {

@@ -55,7 +55,8 @@ struct gw_backend_connect {
     const char *log_subject;   /* the session's log prefix: not copied,
                                   must outlive the connection */
     size_t max_message_bytes;  /* larger incoming messages close it with
-                                  1009; 0 means 64 KiB */
+                                  1009 (limits.max_downlink_bytes); 0
+                                  means 64 KiB */
 };
 
 struct gw_backend_ws_stats {

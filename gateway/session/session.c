@@ -22,8 +22,6 @@
 #include "gateway/session/session_int.h"
 
 #define SERVER_HELLO_MAX 1024
-/* Devices cap incoming payloads (docs/protocol.md section 2). */
-#define DEVICE_PAYLOAD_MAX GW_ENVELOPE_DEVICE_MAX
 
 static const struct gw_session_env *env_of(const struct gw_session *s)
 {
@@ -357,7 +355,9 @@ static void relay_to_device(struct gw_session *s, const char *text, size_t len,
     const struct gw_session_env *senv = env_of(s);
     struct gw_counters *counters = senv->counters;
     struct gw_envelope env;
-    int rc = gw_envelope_parse(text, len, DEVICE_PAYLOAD_MAX, &env);
+    /* Firmware 2.4 reassembles any size (docs/protocol.md section 2.4). */
+    int rc = gw_envelope_parse(
+        text, len, (size_t)s->hold->cfg->limits.max_downlink_bytes, &env);
 
     if (rc != 0) {
         backend_refused(s, "backend message refused: %s", gw_strerror(rc));
@@ -571,7 +571,7 @@ static void try_next_backend(struct gw_session *s)
                                             : GW_CREDENTIAL_DEFAULT_CLIENT_ID,
             .forwarded_for = forwarded_for(s),
             .log_subject = s->subject,
-            .max_message_bytes = (size_t)cfg->limits.max_message_bytes,
+            .max_message_bytes = (size_t)cfg->limits.max_downlink_bytes,
         };
         int rc = gw_backend_conn_open(env_of(s)->bws, &params, &ws_events, s,
                                       &s->ws);

@@ -103,7 +103,7 @@ run_mosquitto() {
 # The test brokers' message_size_limit and max_packet_size, as the shipped
 # configs set them (deploy/mosquitto-hybridgw.conf); BROKER_SIZE_LIMIT=
 # leaves both out.
-BROKER_SIZE_LIMIT=${BROKER_SIZE_LIMIT-65536}
+BROKER_SIZE_LIMIT=${BROKER_SIZE_LIMIT-131072}
 
 # size_limit_line: the two lines, or nothing.
 size_limit_line() {

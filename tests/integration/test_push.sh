@@ -39,6 +39,7 @@ cat >"$cfg" <<JSON
             "manager_key": "$MKEY", "allowed_origins": ["$ORIGIN"] },
   "mcp": { "client_capabilities": { "vision": {
              "url": "$VISION_URL", "token": "$VISION_TOKEN" } } },
+  "limits": { "max_downlink_bytes": 8192 },
   "log": { "level": "debug" }
 }
 JSON
@@ -140,7 +141,8 @@ bad "an unknown type" 400 'unknown "type"' "/api/devices/$A/commands" \
 bad "a body that is not JSON" 400 'JSON object' "/api/devices/$A/commands" \
     "$TOKEN" '{"type":'
 big=$(head -c 9000 /dev/zero | tr '\0' x)
-bad "a custom message past 8192 bytes" 413 '8192' "/api/devices/$A/commands" \
+bad "a custom message past limits.max_downlink_bytes (8192 here)" 413 \
+    '8192 bytes \(limits.max_downlink_bytes\)' "/api/devices/$A/commands" \
     "$TOKEN" "{\"type\":\"custom\",\"payload\":{\"t\":\"$big\"}}"
 bad "an alert to an offline device" 500 'offline' "/api/commands/$OFF" \
     "$mgr_tok" '{"type":"alert","status":"s","message":"m","emotion":"e"}'

@@ -1,7 +1,8 @@
 /*
  * Reassembly of a backend's WebSocket messages from lws's pieces: one
  * piece without a copy, pieces in order, the size limit exactly, empty
- * pieces (lws may pass NULL for one), stray continuations refused.
+ * pieces (lws may pass NULL for one), stray continuations refused, a
+ * large message's buffer freed once it is handed over.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -134,6 +135,42 @@ static size_t encode(int rate, int channels, int ms, int bandwidth,
 }
 
 /* What the xiaozhi server sends without ?from=mqtt_gateway. */
+/* A 120 KB message (firmware 2.4 glyphs) in 4 KiB pieces: whole, and its
+ * buffer freed once handed over, while a small one's buffer stays. */
+static void test_trim(void **state)
+{
+    static uint8_t big[120000];
+    struct gw_backend_msg msg = {0};
+    struct gw_backend_msg_out out;
+    size_t off = 0;
+    int rc = 0;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(big); i++) {
+        big[i] = (uint8_t)('a' + i % 26);
+    }
+    while (off < sizeof(big)) {
+        size_t n = sizeof(big) - off < 4096 ? sizeof(big) - off : 4096;
+        rc = gw_backend_msg_add(&msg, 131072, big + off, n, off == 0,
+                                off + n == sizeof(big), false, &out);
+        off += n;
+    }
+    assert_int_equal(rc, 1);
+    assert_int_equal(out.len, sizeof(big));
+    assert_memory_equal(out.data, big, sizeof(big));
+    assert_true(msg.cap >= sizeof(big));
+    gw_backend_msg_trim(&msg);
+    assert_null(msg.buf);
+    assert_int_equal(msg.cap, 0);
+    assert_int_equal(add(&msg, 131072, "ab", true, false, false, &out), 0);
+    gw_backend_msg_trim(&msg); /* under way: kept */
+    assert_int_equal(add(&msg, 131072, "c", false, true, false, &out), 1);
+    assert_memory_equal(out.data, "abc", 3);
+    gw_backend_msg_trim(&msg); /* small: kept for the next one */
+    assert_non_null(msg.buf);
+    gw_backend_msg_release(&msg);
+}
+
 static void test_drop_bare_opus(void **state)
 {
     static const int rates[] = {16000, 24000, 48000};
@@ -255,6 +292,7 @@ int main(void)
         cmocka_unit_test(test_pieces),
         cmocka_unit_test(test_empty_pieces),
         cmocka_unit_test(test_limit),
+        cmocka_unit_test(test_trim),
         cmocka_unit_test(test_drop_bare_opus),
         cmocka_unit_test(test_drop_reasons),
         cmocka_unit_test(test_drop_hints),

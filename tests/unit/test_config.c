@@ -207,6 +207,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->limits.udp_idle_timeout_ms, 120000);
     assert_int_equal(cfg->limits.call_ring_timeout_ms, 60000);
     assert_int_equal(cfg->limits.max_message_bytes, 8192);
+    assert_int_equal(cfg->limits.max_downlink_bytes, 131072);
     assert_int_equal(cfg->limits.tts_start_guard_ms, 40);
     assert_int_equal(cfg->log.level, GW_LOG_INFO);
     assert_int_equal(cfg->log.format, GW_LOG_TEXT);
@@ -344,6 +345,8 @@ static const struct bad_case bad_cases[] = {
      "limits.max_sessions: 1e+300 is out of range 1-1000000", NULL},
     {"{" BACKEND ",\"limits\":{\"max_message_bytes\":255}}", 0,
      "limits.max_message_bytes: 255 is out of range 256-65536", NULL},
+    {"{" BACKEND ",\"limits\":{\"max_downlink_bytes\":8191}}", 0,
+     "limits.max_downlink_bytes: 8191 is out of range 8192-16777216", NULL},
     {"{" BACKEND ",\"limits\":{\"tts_start_guard_ms\":1001}}", 0,
      "limits.tts_start_guard_ms: 1001 is out of range 0-1000", NULL},
     {"{" BACKEND ",\"limits\":{\"call_ring_timeout_ms\":100}}", 0,
