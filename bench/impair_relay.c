@@ -24,7 +24,6 @@
  * delivered datagram: dir,ssrc,sequence,unix_us (the UDP header's fields,
  * which are not encrypted).
  */
-#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -71,7 +70,7 @@ static uint64_t order_next;
 static struct counts cnt[2];
 static uint64_t rng[2];
 static volatile sig_atomic_t stop;
-static FILE *logf;
+static FILE *log_file;
 
 static uint64_t mono_ns(void)
 {
@@ -232,8 +231,8 @@ static void deliver(int listen_fd, const struct held *h)
         return;
     }
     cnt[h->dir].delivered++;
-    if (logf != NULL && h->len >= 16) {
-        fprintf(logf, "%s,%08" PRIx32 ",%" PRIu32 ",%" PRIu64 "\n",
+    if (log_file != NULL && h->len >= 16) {
+        fprintf(log_file, "%s,%08" PRIx32 ",%" PRIu32 ",%" PRIu64 "\n",
                 h->dir == UP ? "up" : "down", be32(h->data + 4),
                 be32(h->data + 12), unix_us());
     }
@@ -343,12 +342,12 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--stats") == 0) {
             stats_path = v;
         } else if (strcmp(a, "--log") == 0) {
-            logf = fopen(v, "w");
-            if (logf == NULL) {
+            log_file = fopen(v, "w");
+            if (log_file == NULL) {
                 perror(v);
                 return 1;
             }
-            setvbuf(logf, NULL, _IOFBF, 1 << 20);
+            setvbuf(log_file, NULL, _IOFBF, 1 << 20);
         } else {
             usage();
         }
@@ -424,8 +423,8 @@ int main(int argc, char **argv)
             }
         }
     }
-    if (logf != NULL) {
-        fclose(logf);
+    if (log_file != NULL) {
+        fclose(log_file);
     }
     write_stats(stats_path);
     return 0;
