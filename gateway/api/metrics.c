@@ -411,6 +411,10 @@ static void transport_part(struct out *o, const struct gw_metrics_sources *src)
                 us.rx_packets);
         counter(o, "hybridgw_udp_sent_total", "UDP audio datagrams sent.",
                 us.tx_audio);
+        counter(o, "hybridgw_udp_late_accepted_total",
+                "Uplink audio accepted late: below the last sequence, "
+                "inside the late window, never seen before.",
+                us.rx_late);
         pair(o, "hybridgw_udp_read_wakeups_total", "counter",
              "Wakeups that read the UDP socket: on its own events (slow "
              "arrivals) or on the read timer's ticks (batches).",

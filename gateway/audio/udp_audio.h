@@ -40,6 +40,13 @@
  * (the simulated device's --fast test mode), is never cut off.
  */
 #define GW_UDP_AHEAD_STEP 8
+/*
+ * A late packet, up to this many sequences below the last accepted one,
+ * that was never accepted passes once: a network that reorders (a packet
+ * overtaken by the next few) loses none of the device's audio to the
+ * replay rule (bench/LOSS.md). At most 32: one bit each in the peer.
+ */
+#define GW_UDP_LATE_WINDOW 32
 
 struct gw_udp_audio;
 struct gw_udp_peer;
@@ -102,6 +109,7 @@ struct gw_udp_audio_stats {
     uint64_t tx_audio;      /* sent to devices */
     uint64_t tx_flushed;    /* queued downlink discarded by a flush */
     uint64_t address_moves; /* sessions whose device address moved */
+    uint64_t rx_late;       /* of rx_audio: late, inside the late window */
     /* Reading wakeups: on the socket's events, on the read timer's ticks
      * (udp_uplink.c; datagrams read over wakeups is the batch size). */
     uint64_t rx_wakeups_events;
@@ -187,9 +195,11 @@ struct gw_udp_peer {
     uint32_t frame_samples_48k; /* expected uplink frame duration, or 0 */
     uint32_t last_seq;          /* last accepted uplink sequence */
     uint32_t tx_seq;            /* last downlink sequence sent */
-    union gw_udp_addr addr;     /* the device, once learned */
-    bool has_addr;              /* addr is valid */
-    bool has_candidate;         /* candidate below is valid */
+    /* Bit k: sequence last_seq - k was accepted (the late window). */
+    uint32_t seq_seen;
+    union gw_udp_addr addr; /* the device, once learned */
+    bool has_addr;          /* addr is valid */
+    bool has_candidate;     /* candidate below is valid */
     /* The forward window's line (udp_uplink.c): by loop time line_ms + t
      * the device's stream is at most at line_seq plus t in frames. */
     uint32_t line_seq;

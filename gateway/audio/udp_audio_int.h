@@ -92,6 +92,7 @@ struct gw_udp_verdict {
     uint8_t *opus;            /* the decrypted payload, when accepted */
     bool learned;             /* accepted, and the first address learned */
     bool moved;               /* accepted, and the address moved from was */
+    bool late;                /* accepted below the last sequence */
     union gw_udp_addr was;
 };
 

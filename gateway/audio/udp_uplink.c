@@ -170,6 +170,7 @@ void gw__udp_uplink_reset(struct gw_udp_peer *peer, int frame_duration_ms,
                                   ? (uint32_t)frame_duration_ms * SAMPLES_PER_MS
                                   : 0;
     peer->last_seq = 0;
+    peer->seq_seen = 0;
     peer->line_seq = 0;
     peer->line_ms = now;
     peer->last_rx_ms = now;
@@ -323,6 +324,51 @@ static bool try_move(struct gw_udp_peer *peer, const struct gw_udp_header *h,
            now - peer->candidate_since_ms >= min_span_ms;
 }
 
+/*
+ * The late window, as IPsec's and DTLS's anti-replay: a sequence at or
+ * below the last accepted one passes only if it is not 0, lies less than
+ * GW_UDP_LATE_WINDOW below it and was never accepted. Each sequence so
+ * passes once at most; anything older is a replay.
+ */
+static bool late_unseen(const struct gw_udp_peer *peer, uint32_t seq)
+{
+    uint32_t back = peer->last_seq - seq;
+
+    return seq != 0 && seq <= peer->last_seq && back < GW_UDP_LATE_WINDOW &&
+           (peer->seq_seen >> back & 1u) == 0;
+}
+
+static void note_seen(struct gw_udp_peer *peer, uint32_t seq)
+{
+    uint32_t up;
+
+    if (seq <= peer->last_seq) {
+        peer->seq_seen |= UINT32_C(1) << (peer->last_seq - seq);
+        return;
+    }
+    up = seq - peer->last_seq;
+    peer->seq_seen = up < GW_UDP_LATE_WINDOW ? peer->seq_seen << up : 0;
+    peer->seq_seen |= 1u;
+    peer->last_seq = seq;
+}
+
+/*
+ * A late packet says nothing about where the device stands now: it moves
+ * neither the line nor the last sequence, only marks its own.
+ */
+static bool accept_late(struct gw_udp_verdict *v, uint8_t *opus, uint64_t now)
+{
+    struct gw_udp_peer *peer = v->peer;
+
+    note_seen(peer, v->h.sequence);
+    peer->last_rx_ms = now;
+    peer->toc_seen |= toc_bit(opus[0]);
+    forget_candidate(peer);
+    v->late = true;
+    v->opus = opus;
+    return true;
+}
+
 static bool accept_packet(struct gw_udp_verdict *v, uint8_t *opus, uint64_t now)
 {
     struct gw_udp_peer *peer = v->peer;
@@ -332,7 +378,7 @@ static bool accept_packet(struct gw_udp_verdict *v, uint8_t *opus, uint64_t now)
         peer->line_seq = v->h.sequence;
         peer->line_ms = now;
     }
-    peer->last_seq = v->h.sequence;
+    note_seen(peer, v->h.sequence);
     peer->last_rx_ms = now;
     peer->toc_seen |= toc_bit(opus[0]);
     forget_candidate(peer);
@@ -352,6 +398,7 @@ bool gw__udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
     struct gw_udp_peer *peer;
     struct gw_opus_info info;
     uint8_t *opus = buf + GW_UDP_HEADER_LEN;
+    bool late;
     int err;
 
     memset(v, 0, sizeof(*v));
@@ -364,10 +411,14 @@ bool gw__udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
         return refuse(v, GW_UDP_DROP_UNKNOWN);
     }
     v->peer = peer;
-    if (gw_udp_header_check_sequence(peer->last_seq, v->h.sequence) < 0) {
+    late = gw_udp_header_check_sequence(peer->last_seq, v->h.sequence) < 0;
+    /* A late packet is taken only from the device's current address: from
+     * any other it is a replay as before, and no reason to move. */
+    if (late && (!late_unseen(peer, v->h.sequence) || !peer->has_addr ||
+                 !same_addr(&peer->addr, from))) {
         return refuse_for_peer(v, GW_UDP_DROP_REPLAY, from);
     }
-    if (!in_window(peer, v->h.sequence, now)) {
+    if (!late && !in_window(peer, v->h.sequence, now)) {
         return refuse_for_peer(v, GW_UDP_DROP_AHEAD, from);
     }
     /* libopus never emits an empty packet; an empty payload carries no
@@ -378,6 +429,9 @@ bool gw__udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
     if (gw_aes_ctr_apply(&peer->aes, buf, opus, opus, v->h.payload_len) < 0 ||
         gw_opus_packet_inspect(opus, v->h.payload_len, &info) < 0) {
         return refuse_for_peer(v, GW_UDP_DROP_OPUS, from);
+    }
+    if (late) {
+        return accept_late(v, opus, now);
     }
     if (peer->has_addr && same_addr(&peer->addr, from)) {
         return accept_packet(v, opus, now);
@@ -439,6 +493,7 @@ static void handle_datagram(struct gw_udp_audio *ua, uint8_t *buf, size_t len,
         ua->stats.address_moves++;
     }
     ua->stats.rx_audio++;
+    ua->stats.rx_late += v.late;
     if (ua->on_audio != NULL) {
         ua->on_audio(peer, v.h.timestamp, v.opus, v.h.payload_len, peer->owner);
     }

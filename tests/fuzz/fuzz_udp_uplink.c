@@ -14,7 +14,10 @@
  *   u16 datagram length, big-endian; then the datagram.
  *
  * Invariants, after every datagram: an accepted one named a session, went
- * above its last sequence and either stayed within the window's bound
+ * above its last sequence (or, late, below it by less than
+ * GW_UDP_LATE_WINDOW, from the address the session already held, leaving
+ * sequence and address as they were), was never accepted before, and
+ * either stayed within the window's bound
  * since the start (accepted packets cannot push the window on) or within
  * GW_UDP_AHEAD_STEP of the last accepted one, came from the
  * address the session now holds, and decrypted to well-formed Opus; an
@@ -47,6 +50,23 @@ static struct gw_ssrc_table table;
 static struct gw_udp_peer peers[NPEERS];
 static struct gw_aes_ctr *device_aes[NPEERS]; /* the devices' side */
 static union gw_udp_addr sources[8];
+/* Every sequence each session accepted in this input: none twice. */
+#define MAX_ACCEPTED 4096
+static uint32_t accepted[NPEERS][MAX_ACCEPTED];
+static size_t n_accepted[NPEERS];
+
+static bool accepted_before(int i, uint32_t seq)
+{
+    for (size_t k = 0; k < n_accepted[i]; k++) {
+        if (accepted[i][k] == seq) {
+            return true;
+        }
+    }
+    if (n_accepted[i] < MAX_ACCEPTED) {
+        accepted[i][n_accepted[i]++] = seq;
+    }
+    return false;
+}
 
 static void set_up(void)
 {
@@ -112,6 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < NPEERS; i++) {
         gw__udp_uplink_reset(&peers[i], frame_ms[i], now);
         memset(&peers[i].addr, 0, sizeof(peers[i].addr));
+        n_accepted[i] = 0;
     }
     while (size - at >= 4) {
         uint8_t how = data[at];
@@ -149,6 +170,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (p->last_seq != before[i].last_seq ||
                     p->has_addr != before[i].has_addr ||
                     (p->has_addr && !same(&p->addr, &before[i].addr))) {
+                    abort();
+                }
+                continue;
+            }
+            if (accepted_before(i, v.h.sequence)) {
+                abort();
+            }
+            if (v.late) {
+                /* Late: within the window below the last, from the
+                 * address held, and nothing but its own bit moved. */
+                if (v.h.sequence == 0 || v.h.sequence > before[i].last_seq ||
+                    before[i].last_seq - v.h.sequence >= GW_UDP_LATE_WINDOW ||
+                    p->last_seq != before[i].last_seq || !before[i].has_addr ||
+                    !same(&before[i].addr, from) ||
+                    !same(&p->addr, &before[i].addr) || v.learned || v.moved ||
+                    p->line_seq != before[i].line_seq ||
+                    !gw_opus_packet_sane(v.opus, v.h.payload_len)) {
                     abort();
                 }
                 continue;
@@ -257,6 +295,13 @@ int main(void)
     put(0, 0, 60, 3, 0);
     stream(0, 0, 2);
     write_seed("empty_payload");
+    stream(0, 0, 3);
+    put(0, 0, 60, 6, 40);
+    put(0, 0, 0, 5, 40);
+    put(0, 0, 0, 4, 40);
+    put(0, 0, 0, 5, 40);
+    put(0, 1, 0, 4, 40);
+    write_seed("late_window");
     return 0;
 }
 #endif

@@ -392,7 +392,8 @@ static void test_replay_dropped(void **state)
     for (k = 0; k < 6; k++) { /* sequences 0..5 */
         len[k] = device_build(d, dg[k], k, 0, opus_pkt[k], opus_len[k]);
     }
-    /* 1 2 3, duplicates of 2 and 3, sequence 0, then 5, then a late 4. */
+    /* 1 2 3, duplicates of 2 and 3, sequence 0, then 5, a late 4 (passed
+     * on, once), and 4 again. */
     device_send_raw(f, d, dg[1], len[1]);
     device_send_raw(f, d, dg[2], len[2]);
     device_send_raw(f, d, dg[3], len[3]);
@@ -401,12 +402,15 @@ static void test_replay_dropped(void **state)
     device_send_raw(f, d, dg[0], len[0]);
     device_send_raw(f, d, dg[5], len[5]);
     device_send_raw(f, d, dg[4], len[4]);
-    RUN_UNTIL(f, got_datagrams, 8);
-    assert_int_equal(f->up_count, 4);
+    device_send_raw(f, d, dg[4], len[4]);
+    RUN_UNTIL(f, got_datagrams, 9);
+    assert_int_equal(f->up_count, 5);
     assert_memory_equal(f->up[0], opus_pkt[1], opus_len[1]);
     assert_memory_equal(f->up[2], opus_pkt[3], opus_len[3]);
     assert_memory_equal(f->up[3], opus_pkt[5], opus_len[5]);
+    assert_memory_equal(f->up[4], opus_pkt[4], opus_len[4]);
     assert_int_equal(stats(f).drops[GW_UDP_DROP_REPLAY], 4);
+    assert_int_equal(stats(f).rx_late, 1);
     fixture_free(f);
 }
 
@@ -440,6 +444,60 @@ static void device_send_seq(struct fixture *f, struct device *d, size_t k,
 
     device_send_raw(f, d, dg, len);
     RUN_UNTIL(f, got_datagrams, stats(f).rx_packets + 1);
+}
+
+/*
+ * The late window: a packet overtaken by later ones is passed on when it
+ * comes, once, if it lies within GW_UDP_LATE_WINDOW sequences of the last
+ * and comes from the device's address; older ones, repeats and late ones
+ * from any other address are replays, and none moves the session.
+ */
+static void test_late_window(void **state)
+{
+    struct fixture *f = fixture_new(0);
+    struct device *d = &f->dev[0], *other = &f->dev[1];
+    const uint32_t top = 2 + GW_UDP_LATE_WINDOW;
+    uint8_t dg[DGRAM_MAX];
+    size_t len;
+    struct gw_udp_audio_stats s;
+
+    (void)state;
+    device_send_seq(f, d, 1, 1);
+    device_send_seq(f, d, 2, top); /* a gap: 2 .. top - 1 not come yet */
+    device_send_seq(f, d, 3, top - 1);
+    device_send_seq(f, d, 4, 3);       /* top - 3: the window's oldest */
+    device_send_seq(f, d, 5, 2);       /* one below it: too late */
+    device_send_seq(f, d, 6, top - 1); /* a repeat of a late one */
+    device_send_seq(f, d, 7, 3);       /* and of the oldest */
+    /* Late and never seen, but from another address: not taken, and no
+     * trial of that address. */
+    len = device_build(d, dg, top - 2, 0, opus_pkt[8], opus_len[8]);
+    device_send_raw(f, other, dg, len);
+    RUN_UNTIL(f, got_datagrams, 8);
+    /* The same packet from the device is still taken, once. */
+    device_send_raw(f, d, dg, len);
+    device_send_raw(f, d, dg, len);
+    RUN_UNTIL(f, got_datagrams, 10);
+    /* The stream goes on above the last one. */
+    device_send_seq(f, d, 9, top + 1);
+    RUN_UNTIL(f, got_uplink, 6);
+    s = stats(f);
+    assert_int_equal(f->up_count, 6);
+    assert_memory_equal(f->up[0], opus_pkt[1], opus_len[1]);
+    assert_memory_equal(f->up[1], opus_pkt[2], opus_len[2]);
+    assert_memory_equal(f->up[2], opus_pkt[3], opus_len[3]);
+    assert_memory_equal(f->up[3], opus_pkt[4], opus_len[4]);
+    assert_memory_equal(f->up[4], opus_pkt[8], opus_len[8]);
+    assert_memory_equal(f->up[5], opus_pkt[9], opus_len[9]);
+    assert_int_equal(s.rx_late, 3);
+    assert_int_equal(s.drops[GW_UDP_DROP_REPLAY], 5);
+    assert_int_equal(s.address_moves, 0);
+    /* Downlink still goes to the device. */
+    assert_int_equal(gw_udp_peer_send(&f->peer, 7, opus_pkt[0], opus_len[0]),
+                     0);
+    RUN_UNTIL(f, dev0_received, 1);
+    assert_int_equal(other->rx_count + other->rx_bad, 0);
+    fixture_free(f);
 }
 
 /*
@@ -1157,6 +1215,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uplink_bit_exact),
         cmocka_unit_test(test_replay_dropped),
+        cmocka_unit_test(test_late_window),
         cmocka_unit_test(test_forward_window),
         cmocka_unit_test(test_forward_window_outage),
         cmocka_unit_test(test_malformed_counted),
