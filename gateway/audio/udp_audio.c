@@ -35,6 +35,7 @@ const char *gw_udp_drop_name(enum gw_udp_drop reason)
 /* Frees what start allocated; the peer is then not started. */
 static void release_peer(struct gw_udp_peer *peer)
 {
+    gw__udp_doctor_unwatch(peer);
     gw_aes_ctr_clear(&peer->aes);
     free(peer->queue.buf);
     memset(&peer->queue, 0, sizeof(peer->queue));
@@ -80,7 +81,8 @@ int gw_udp_peer_start(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
     peer->ua = ua;
     peer->owner = owner;
     peer->ssrc = ssrc;
-    gw__udp_uplink_reset(peer, frame_duration_ms, uv_now(ua->loop));
+    peer->started_ms = uv_now(ua->loop);
+    gw__udp_uplink_reset(peer, frame_duration_ms, peer->started_ms);
     err = gw_ssrc_table_add(&ua->peers, ssrc, peer);
     if (err < 0) { /* GW_EINVAL for ssrc 0, or the table could not grow */
         release_peer(peer);
@@ -125,6 +127,22 @@ uint64_t gw_udp_peer_idle_ms(const struct gw_udp_peer *peer)
     }
     now = uv_now(peer->ua->loop);
     return now > peer->last_rx_ms ? now - peer->last_rx_ms : 0;
+}
+
+uint64_t gw_udp_peer_packets(const struct gw_udp_peer *peer)
+{
+    return peer->rx_count;
+}
+
+uint64_t gw_udp_peer_age_ms(const struct gw_udp_peer *peer)
+{
+    uint64_t now;
+
+    if (peer->ua == NULL) {
+        return 0;
+    }
+    now = uv_now(peer->ua->loop);
+    return now > peer->started_ms ? now - peer->started_ms : 0;
 }
 
 /* ---- the instance ---- */
@@ -258,6 +276,8 @@ void gw_udp_audio_close(struct gw_udp_audio *ua, gw_udp_close_cb cb, void *arg)
         }
     }
     gw_ssrc_table_free(&ua->peers);
+    free(ua->watch); /* every peer let go of its slot above */
+    ua->watch = NULL;
     ua->pace_head = NULL;
     gw__udp_uplink_stop(ua); /* before the socket, whose fd it watches */
     uv_timer_stop(&ua->pace_timer);
