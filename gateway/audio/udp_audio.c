@@ -118,7 +118,8 @@ bool gw_udp_peer_has_address(const struct gw_udp_peer *peer)
     return peer->ua != NULL && peer->has_addr;
 }
 
-uint64_t gw_udp_peer_idle_ms(const struct gw_udp_peer *peer)
+/* Milliseconds from loop time t to now, 0 for a peer not started. */
+static uint64_t ms_since(const struct gw_udp_peer *peer, uint64_t t)
 {
     uint64_t now;
 
@@ -126,7 +127,12 @@ uint64_t gw_udp_peer_idle_ms(const struct gw_udp_peer *peer)
         return 0;
     }
     now = uv_now(peer->ua->loop);
-    return now > peer->last_rx_ms ? now - peer->last_rx_ms : 0;
+    return now > t ? now - t : 0;
+}
+
+uint64_t gw_udp_peer_idle_ms(const struct gw_udp_peer *peer)
+{
+    return ms_since(peer, peer->last_rx_ms);
 }
 
 uint64_t gw_udp_peer_packets(const struct gw_udp_peer *peer)
@@ -136,13 +142,7 @@ uint64_t gw_udp_peer_packets(const struct gw_udp_peer *peer)
 
 uint64_t gw_udp_peer_age_ms(const struct gw_udp_peer *peer)
 {
-    uint64_t now;
-
-    if (peer->ua == NULL) {
-        return 0;
-    }
-    now = uv_now(peer->ua->loop);
-    return now > peer->started_ms ? now - peer->started_ms : 0;
+    return ms_since(peer, peer->started_ms);
 }
 
 /* ---- the instance ---- */
