@@ -160,6 +160,7 @@ struct gw_config {
         int port;
         char *public_host; /* what devices are told in the hello */
         int public_port;
+        int doctor_after_s; /* the UDP path doctor's look; 0: off */
     } udp;
     struct gw_backend_config *backends;
     size_t n_backends;

@@ -157,6 +157,39 @@ static size_t ota_warnings(const struct gw_config *cfg, gw_config_warn_cb cb,
     return n;
 }
 
+/* An unspecified address: the wildcard a socket binds, never a
+ * destination. */
+static bool is_unspecified(const char *host)
+{
+    return strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 ||
+           strcmp(host, "[::]") == 0;
+}
+
+/* Devices are told udp.public_host: one only this host reaches, while the
+ * socket listens beyond it, is the "no audio" of a first deployment. */
+static size_t udp_warnings(const struct gw_config *cfg, gw_config_warn_cb cb,
+                           void *arg)
+{
+    const char *pub = cfg->udp.public_host, *bind = cfg->udp.bind;
+    char text[320];
+
+    if (is_loopback(bind, strlen(bind)) ||
+        (!is_loopback(pub, strlen(pub)) && !is_unspecified(pub))) {
+        return 0;
+    }
+    if (cb != NULL) {
+        snprintf(text, sizeof(text),
+                 "%s is %s while udp.bind %s is not loopback: devices on the "
+                 "network are told to send their audio there and none "
+                 "arrives (set the address they reach this gateway at)",
+                 pub,
+                 is_unspecified(pub) ? "unspecified" : "a loopback address",
+                 bind);
+        cb("udp.public_host", text, arg);
+    }
+    return 1;
+}
+
 size_t gw_config_warnings(const struct gw_config *cfg, gw_config_warn_cb cb,
                           void *arg)
 {
@@ -183,5 +216,6 @@ size_t gw_config_warnings(const struct gw_config *cfg, gw_config_warn_cb cb,
             cb(path, text, arg);
         }
     }
+    n += udp_warnings(cfg, cb, arg);
     return n + ota_warnings(cfg, cb, arg);
 }

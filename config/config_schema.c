@@ -140,6 +140,9 @@ static const struct gw_config_key udp_keys[] = {
             gw__config_check_nonempty),
     /* 0 stands for "same as port" and is replaced after loading */
     KEY_INT("public_port", UDP(public_port), GW_CF_RELOAD, 0, 0, 65535),
+    /* Seconds after the server hello without valid audio before the
+     * gateway says why (gateway/audio/udp_doctor.c); 0 turns it off. */
+    KEY_INT("doctor_after_s", UDP(doctor_after_s), GW_CF_RELOAD, 5, 0, 600),
 };
 static const struct gw_config_table udp_table = TABLE("udp", udp_keys, 0);
 

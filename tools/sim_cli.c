@@ -64,6 +64,11 @@ enum {
     O_MCP_BIG,
     O_IDLE,
     O_CALL,
+    O_NO_UDP,
+    O_UDP_WRONG_KEY,
+    O_UDP_STALE_SSRC,
+    O_UDP_REBIND,
+    O_UDP_SEND_TO,
     O_JSON,
     O_PACKET_LOG,
     O_LOG_LEVEL,
@@ -121,6 +126,11 @@ static const struct option cli_options[] = {
     {"mcp-change-after-ms", required_argument, NULL, O_MCP_CHANGE},
     {"mcp-big-resource-bytes", required_argument, NULL, O_MCP_BIG},
     {"idle", no_argument, NULL, O_IDLE},
+    {"no-udp", no_argument, NULL, O_NO_UDP},
+    {"udp-wrong-key", no_argument, NULL, O_UDP_WRONG_KEY},
+    {"udp-stale-ssrc", no_argument, NULL, O_UDP_STALE_SSRC},
+    {"udp-rebind", required_argument, NULL, O_UDP_REBIND},
+    {"udp-send-to", required_argument, NULL, O_UDP_SEND_TO},
     {"call", no_argument, NULL, O_CALL},
     {"json", no_argument, NULL, O_JSON},
     {"packet-log", required_argument, NULL, O_PACKET_LOG},
@@ -186,6 +196,15 @@ void gw_sim_cli_usage(FILE *out)
         "  --forge-every N          after every Nth uplink packet, a forged\n"
         "                           one (noise, later sequence) from another\n"
         "                           port\n"
+        "  --no-udp                 never send uplink audio (as behind a\n"
+        "                           firewall that drops it)\n"
+        "  --udp-wrong-key          encrypt uplink with a keystream the\n"
+        "                           hello's key does not give\n"
+        "  --udp-stale-ssrc         name an ssrc other than the hello's\n"
+        "  --udp-rebind N           after N uplink packets, go on from a\n"
+        "                           new source port (a NAT rebinding)\n"
+        "  --udp-send-to IP:PORT    send UDP there, not where the hello\n"
+        "                           says\n"
         "  --no-reply               success needs no stt/tts/audio\n"
         "  --sessions N             conversations on one MQTT connection; "
         "each\n"
@@ -349,6 +368,7 @@ static int parse_number(struct gw_sim_cli *cli, int code, const char *arg)
         N(O_ABORT, "abort-after", 0, 1000000, abort_after),
         N(O_REPLAY, "replay-every", 0, 1000000, replay_every),
         N(O_FORGE, "forge-every", 0, 1000000, forge_every),
+        N(O_UDP_REBIND, "udp-rebind", 0, 1000000, udp_rebind),
         N(O_CONNECT_TO, "connect-timeout", 1, 3600000, connect_timeout_ms),
         N(O_HELLO_TO, "hello-timeout", 1, 3600000, hello_timeout_ms),
         N(O_TURN_TO, "turn-timeout", 0, 3600000, turn_timeout_ms),
@@ -521,6 +541,18 @@ int gw_sim_cli_parse(struct gw_sim_cli *cli, int code, const char *arg)
         break;
     case O_CALL:
         o->call = true;
+        break;
+    case O_NO_UDP:
+        o->no_udp = true;
+        break;
+    case O_UDP_WRONG_KEY:
+        o->udp_wrong_key = true;
+        break;
+    case O_UDP_STALE_SSRC:
+        o->udp_stale_ssrc = true;
+        break;
+    case O_UDP_SEND_TO:
+        o->udp_send_to = arg;
         break;
     case O_JSON:
         cli->json = true;

@@ -262,6 +262,12 @@ struct gw_sim_device_options {
     uint32_t replay_every;  /* send every Nth uplink twice; 0 never */
     uint32_t forge_every;   /* after every Nth uplink, a forgery from
                                another port; 0 never */
+    /* A broken UDP path, for the gateway's doctor: */
+    bool no_udp;             /* never send uplink (a firewall eats it) */
+    bool udp_wrong_key;      /* encrypt with a keystream not the hello's */
+    bool udp_stale_ssrc;     /* name an ssrc not the hello's */
+    uint32_t udp_rebind;     /* after N packets, a new source port; 0 never */
+    const char *udp_send_to; /* "a.b.c.d:port" instead of the hello's */
     uint32_t connect_timeout_ms; /* MQTT CONNACK wait: 10000 */
     uint32_t hello_timeout_ms;   /* server hello wait: 10000 */
     uint32_t turn_timeout_ms;    /* listen start to tts stop: 60000 */

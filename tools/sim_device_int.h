@@ -58,6 +58,8 @@ struct gw_sim_device {
     char subject[GW_CLIENT_ID_MAX + GW_SESSION_ID_MAX + 16]; /* log prefix */
     struct gw_mqtt_link *link; /* NULL once closed */
     uv_udp_t udp;              /* connect()ed to udp.server */
+    uv_udp_t udp2;             /* --udp-rebind: the new source port */
+    bool udp2_open;            /* udp2 was initialised */
     int forge_fd;              /* a second socket for forgeries, or -1 */
     struct sockaddr_in server; /* udp.server:port, for forgeries */
     uv_getaddrinfo_t resolve;  /* udp.server lookup */

@@ -80,17 +80,34 @@ static void uplink_send(struct gw_sim_device *d, const uint8_t *opus,
         ts = d->aec_ts[0];
         memmove(d->aec_ts, d->aec_ts + 1, --d->aec_n * sizeof(uint32_t));
     }
+    uint8_t iv[GW_UDP_HEADER_LEN];
+
     memcpy(pkt, d->nonce, GW_UDP_HEADER_LEN);
     put_be(pkt + 2, (uint32_t)len, 2);
     put_be(pkt + 8, ts, 4);
     put_be(pkt + 12, ++d->up_seq, 4);
-    if (gw_aes_ctr_apply(d->aes, pkt, opus, pkt + GW_UDP_HEADER_LEN, len) !=
-        0) {
+    if (d->o.udp_stale_ssrc) {
+        pkt[7] ^= 0x5a; /* an older hello's, say: not this session's */
+    }
+    memcpy(iv, pkt, sizeof(iv));
+    if (d->o.udp_wrong_key) {
+        iv[9] ^= 0xa5; /* the keystream of another key, as far as the
+                          gateway can tell: it decrypts to noise */
+    }
+    if (gw_aes_ctr_apply(d->aes, iv, opus, pkt + GW_UDP_HEADER_LEN, len) != 0) {
         gw_sim_dev_fail(d, "AES-CTR failed");
         return;
     }
+    if (d->o.no_udp) {
+        return; /* a firewall on the way eats it */
+    }
     uv_buf_t b = uv_buf_init((char *)pkt, (unsigned)(GW_UDP_HEADER_LEN + len));
-    int rc = uv_udp_try_send(&d->udp, &b, 1, NULL);
+    uv_udp_t *out =
+        d->udp2_open && d->up_seq > d->o.udp_rebind ? &d->udp2 : &d->udp;
+    if (d->o.udp_rebind > 0 && d->up_seq == d->o.udp_rebind + 1) {
+        gw_sim_dev_event(d, "udp: rebinding to a new source port");
+    }
+    int rc = uv_udp_try_send(out, &b, 1, NULL);
     if (rc < 0) {
         d->r.up_send_errors++;
         GW_LOG(GW_LOG_DEBUG, d->subject, "udp send: %s", uv_strerror(rc));
@@ -101,7 +118,7 @@ static void uplink_send(struct gw_sim_device *d, const uint8_t *opus,
     EVP_DigestUpdate(d->up_md, opus, len);
     log_packet(d, "up", d->up_seq, opus, len);
     if (d->o.replay_every > 0 && d->up_seq % d->o.replay_every == 0 &&
-        uv_udp_try_send(&d->udp, &b, 1, NULL) >= 0) {
+        uv_udp_try_send(out, &b, 1, NULL) >= 0) {
         d->r.up_replayed++; /* as a network may duplicate it */
     }
     if (d->o.forge_every > 0 && d->up_seq % d->o.forge_every == 0) {
@@ -489,6 +506,18 @@ static void udp_connect(struct gw_sim_device *d, const struct sockaddr *addr)
                         uv_strerror(rc));
         return;
     }
+    if (d->o.udp_rebind > 0) {
+        /* A NAT's new mapping: the same device from another port. */
+        uv_udp_init(d->loop, &d->udp2);
+        d->udp2.data = d;
+        d->udp2_open = true;
+        d->open_handles++;
+        if ((rc = uv_udp_connect(&d->udp2, addr)) != 0 ||
+            (rc = uv_udp_recv_start(&d->udp2, on_alloc, on_udp_recv)) != 0) {
+            gw_sim_dev_fail(d, "second UDP socket: %s", uv_strerror(rc));
+            return;
+        }
+    }
     uv_timer_start(&d->channel_timer, gw_sim_dev_on_channel_timeout,
                    d->o.channel_timeout_ms, d->o.channel_timeout_ms);
     d->channel_open = true;
@@ -539,6 +568,27 @@ void gw_sim_dev_udp_open(struct gw_sim_device *d, const char *server)
 
     d->state = ST_OPENING;
     gw_sim_dev_watch(d, d->o.hello_timeout_ms);
+    if (d->o.udp_send_to != NULL) {
+        char ip[64];
+        const char *colon = strrchr(d->o.udp_send_to, ':');
+        size_t n = colon != NULL ? (size_t)(colon - d->o.udp_send_to) : 0;
+        if (n == 0 || n >= sizeof(ip)) {
+            gw_sim_dev_fail(d, "--udp-send-to wants IP:PORT");
+            return;
+        }
+        memcpy(ip, d->o.udp_send_to, n);
+        ip[n] = '\0';
+        unsigned told = d->udp_port;
+        d->udp_port = (uint16_t)atoi(colon + 1);
+        if (uv_ip4_addr(ip, d->udp_port, &a) != 0) {
+            gw_sim_dev_fail(d, "--udp-send-to: not an IPv4 address: %s", ip);
+            return;
+        }
+        gw_sim_dev_event(d, "udp: told %s:%u, sending to %s instead", server,
+                         told, d->o.udp_send_to);
+        udp_connect(d, (const struct sockaddr *)&a);
+        return;
+    }
     if (uv_ip4_addr(server, d->udp_port, &a) == 0) {
         udp_connect(d, (const struct sockaddr *)&a);
         return;
@@ -563,6 +613,11 @@ void gw_sim_dev_udp_close(struct gw_sim_device *d)
     if (d->forge_fd >= 0) {
         close(d->forge_fd);
         d->forge_fd = -1;
+    }
+    if (d->udp2_open) {
+        uv_udp_recv_stop(&d->udp2);
+        uv_close((uv_handle_t *)&d->udp2, gw_sim_dev_on_closed);
+        d->udp2_open = false;
     }
     if (d->udp_open) {
         uv_udp_recv_stop(&d->udp);

@@ -294,6 +294,22 @@
     $('devices-empty').hidden = state.devices.length > 0;
   }
 
+  // The UDP path doctor's word on a session (GET /api/devices: udp).
+  function udpCell(u) {
+    if (!u) return el('td', { class: 'udp', text: '—' });
+    const dx = u.diagnosis;
+    const text = dx ? `no audio · ${dx.cause}`
+      : u.state === 'ok' ? `ok · ${u.packets} packets` : 'waiting for audio';
+    const td = el('td', { class: 'udp nowrap' }, el('span', {
+      class: 'dot ' + (dx ? 'bad' : u.state === 'ok' ? 'ok' : 'off'), text }));
+    td.dataset.udpState = u.state;
+    if (dx) {
+      td.dataset.udpCause = dx.cause;
+      td.title = `told ${u.advertised}; ${dx.hint}`;
+    }
+    return td;
+  }
+
   function renderSessions() {
     const live = state.devices.filter((d) => d.session);
     const rows = live.map((d) => {
@@ -302,7 +318,8 @@
         el('td', { class: 'mono', text: id }),
         el('td', { class: 'nowrap', text: d.session.state || '' }),
         el('td', { class: 'nowrap', text: d.session.backend || '—' }),
-        el('td', { class: 'mono', text: d.session.session_id || '' }));
+        el('td', { class: 'mono', text: d.session.session_id || '' }),
+        udpCell(d.udp));
       openable(tr, id);
       return tr;
     });

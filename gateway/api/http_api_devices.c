@@ -89,7 +89,62 @@ void gw__api_device_detail(cJSON *o, const struct gw_device *dev,
     cJSON_AddNumberToObject(o, "tool_count", gw_tool_cache_count(&dev->tools));
 }
 
-static cJSON *device_json(const struct gw_device *dev, uint64_t now_ms)
+/*
+ * The session's UDP path as the doctor sees it (docs/protocol.md section
+ * 4.6): null without an active session.
+ */
+static void add_udp(cJSON *o, const struct gw_http_api_env *env,
+                    const struct gw_session *s)
+{
+    const struct gw_config *cfg = gw_config_live_get(env->config);
+    struct gw_udp_doctor_view v;
+    cJSON *udp, *dx;
+    char adv[300];
+
+    if (s == NULL || s->state != GW_SESSION_ACTIVE) {
+        cJSON_AddNullToObject(o, "udp");
+        return;
+    }
+    udp = cJSON_AddObjectToObject(o, "udp");
+    if (udp == NULL) {
+        return;
+    }
+    gw_udp_peer_doctor_view(&s->udp, &v);
+    snprintf(adv, sizeof(adv), "%s:%d", cfg->udp.public_host,
+             cfg->udp.public_port > 0 ? cfg->udp.public_port
+                                      : gw_udp_audio_port(s->udp.ua));
+    cJSON_AddStringToObject(udp, "state", v.state);
+    cJSON_AddNumberToObject(udp, "packets", (double)v.packets);
+    if (v.last_age_ms >= 0) {
+        cJSON_AddNumberToObject(udp, "last_packet_age_ms",
+                                (double)v.last_age_ms);
+    } else {
+        cJSON_AddNullToObject(udp, "last_packet_age_ms");
+    }
+    cJSON_AddStringToObject(udp, "advertised", adv);
+    if (!v.diagnosed) {
+        cJSON_AddNullToObject(udp, "diagnosis");
+        return;
+    }
+    dx = cJSON_AddObjectToObject(udp, "diagnosis");
+    if (dx == NULL) {
+        return;
+    }
+    cJSON_AddStringToObject(dx, "cause", gw_udp_doctor_name(v.cause));
+    cJSON_AddStringToObject(dx, "hint", gw_udp_doctor_hint(v.cause));
+    cJSON_AddNumberToObject(dx, "undecryptable", v.ev->undecryptable);
+    cJSON_AddNumberToObject(dx, "rejected", v.ev->rejected);
+    cJSON_AddNumberToObject(dx, "stray", v.ev->stray);
+    cJSON_AddNumberToObject(dx, "unknown_ssrc", v.ev->unknown);
+    if (v.from[0] != '\0') {
+        cJSON_AddStringToObject(dx, "from", v.from);
+    } else {
+        cJSON_AddNullToObject(dx, "from");
+    }
+}
+
+static cJSON *device_json(const struct gw_http_api_env *env,
+                          const struct gw_device *dev, uint64_t now_ms)
 {
     const struct gw_session *s = dev->session;
     cJSON *o = cJSON_CreateObject();
@@ -116,6 +171,7 @@ static cJSON *device_json(const struct gw_device *dev, uint64_t now_ms)
         }
     }
     cJSON_AddItemToObject(o, "session", sess);
+    add_udp(o, env, s);
     cJSON_AddStringToObject(mcp, "state",
                             gw_mcp_state_name(dev->discovery.state));
     cJSON_AddNumberToObject(mcp, "tools", gw_tool_cache_count(&dev->tools));
@@ -139,7 +195,7 @@ static void list_devices(const struct gw_http_api_env *env,
     const struct gw_device *d;
     for (d = gw_device_table_first(env->devices); d != NULL && list != NULL;
          d = gw_device_table_next(d)) {
-        cJSON *o = device_json(d, uv_now(env->loop));
+        cJSON *o = device_json(env, d, uv_now(env->loop));
         if (o == NULL) {
             cJSON_Delete(doc);
             doc = NULL;
@@ -176,8 +232,8 @@ static void one_device(const struct gw_http_api_env *env,
             if (dev == NULL) {
                 gw__api_not_found(req, false);
             } else {
-                gw__api_send_json(req, 200, device_json(dev, uv_now(env->loop)),
-                                  NULL);
+                gw__api_send_json(
+                    req, 200, device_json(env, dev, uv_now(env->loop)), NULL);
             }
         }
         return;

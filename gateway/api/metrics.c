@@ -426,6 +426,22 @@ static void transport_part(struct out *o, const struct gw_metrics_sources *src)
             sample(o, "hybridgw_udp_drops_total", "reason",
                    gw_udp_drop_name((enum gw_udp_drop)i), us.drops[i]);
         }
+        counter(o, "hybridgw_udp_address_moves_total",
+                "Sessions whose device's UDP address moved (NAT rebinding, "
+                "roaming).",
+                us.address_moves);
+        family(o, "hybridgw_udp_doctor_total", "counter",
+               "Sessions without valid UDP audio a few seconds after the "
+               "server hello (udp.doctor_after_s), by likely cause.");
+        for (int i = 0; i < GW_UDP_DOCTOR_COUNT_; i++) {
+            sample(o, "hybridgw_udp_doctor_total", "cause",
+                   gw_udp_doctor_name((enum gw_udp_doctor_cause)i),
+                   us.doctor[i]);
+        }
+        counter(o, "hybridgw_udp_doctor_unwatched_total",
+                "Devices whose address the doctor could not watch for "
+                "unknown ssrcs (its table was full).",
+                us.doctor_unwatched);
         histogram(o, "hybridgw_udp_relay_seconds",
                   "Time from the kernel's receipt of a device datagram to "
                   "its hand-off to the backend socket.",

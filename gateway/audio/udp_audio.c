@@ -35,6 +35,7 @@ const char *gw_udp_drop_name(enum gw_udp_drop reason)
 /* Frees what start allocated; the peer is then not started. */
 static void release_peer(struct gw_udp_peer *peer)
 {
+    gw__udp_doctor_unwatch(peer);
     gw_aes_ctr_clear(&peer->aes);
     free(peer->queue.buf);
     memset(&peer->queue, 0, sizeof(peer->queue));
@@ -80,7 +81,8 @@ int gw_udp_peer_start(struct gw_udp_audio *ua, struct gw_udp_peer *peer,
     peer->ua = ua;
     peer->owner = owner;
     peer->ssrc = ssrc;
-    gw__udp_uplink_reset(peer, frame_duration_ms, uv_now(ua->loop));
+    peer->started_ms = uv_now(ua->loop);
+    gw__udp_uplink_reset(peer, frame_duration_ms, peer->started_ms);
     err = gw_ssrc_table_add(&ua->peers, ssrc, peer);
     if (err < 0) { /* GW_EINVAL for ssrc 0, or the table could not grow */
         release_peer(peer);
@@ -116,7 +118,8 @@ bool gw_udp_peer_has_address(const struct gw_udp_peer *peer)
     return peer->ua != NULL && peer->has_addr;
 }
 
-uint64_t gw_udp_peer_idle_ms(const struct gw_udp_peer *peer)
+/* Milliseconds from loop time t to now, 0 for a peer not started. */
+static uint64_t ms_since(const struct gw_udp_peer *peer, uint64_t t)
 {
     uint64_t now;
 
@@ -124,7 +127,22 @@ uint64_t gw_udp_peer_idle_ms(const struct gw_udp_peer *peer)
         return 0;
     }
     now = uv_now(peer->ua->loop);
-    return now > peer->last_rx_ms ? now - peer->last_rx_ms : 0;
+    return now > t ? now - t : 0;
+}
+
+uint64_t gw_udp_peer_idle_ms(const struct gw_udp_peer *peer)
+{
+    return ms_since(peer, peer->last_rx_ms);
+}
+
+uint64_t gw_udp_peer_packets(const struct gw_udp_peer *peer)
+{
+    return peer->rx_count;
+}
+
+uint64_t gw_udp_peer_age_ms(const struct gw_udp_peer *peer)
+{
+    return ms_since(peer, peer->started_ms);
 }
 
 /* ---- the instance ---- */
@@ -258,6 +276,8 @@ void gw_udp_audio_close(struct gw_udp_audio *ua, gw_udp_close_cb cb, void *arg)
         }
     }
     gw_ssrc_table_free(&ua->peers);
+    free(ua->watch); /* every peer let go of its slot above */
+    ua->watch = NULL;
     ua->pace_head = NULL;
     gw__udp_uplink_stop(ua); /* before the socket, whose fd it watches */
     uv_timer_stop(&ua->pace_timer);

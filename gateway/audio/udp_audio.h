@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "crypto/aes_ctr.h"
 #include "gateway/core/latency.h"
+#include "gateway/audio/udp_doctor.h"
 
 /* Audio kept ahead of the device's play clock (about 5 frames of 60 ms). */
 #define GW_UDP_PREBUFFER_MS 300
@@ -110,6 +111,10 @@ struct gw_udp_audio_stats {
     uint64_t tx_flushed;    /* queued downlink discarded by a flush */
     uint64_t address_moves; /* sessions whose device address moved */
     uint64_t rx_late;       /* of rx_audio: late, inside the late window */
+    /* Sessions the UDP path doctor warned about, by cause (udp_doctor.h),
+     * and devices it could not watch for unknown ssrcs (table full). */
+    uint64_t doctor[GW_UDP_DOCTOR_COUNT_];
+    uint64_t doctor_unwatched;
     /* Reading wakeups: on the socket's events, on the read timer's ticks
      * (udp_uplink.c; datagrams read over wakeups is the batch size). */
     uint64_t rx_wakeups_events;
@@ -206,6 +211,8 @@ struct gw_udp_peer {
     uint64_t line_ms;
     uint64_t toc_seen;   /* bit (TOC >> 2) of each accepted TOC */
     uint64_t last_rx_ms; /* loop time of the last accepted */
+    uint64_t rx_count;   /* accepted since the start */
+    uint64_t rx_fit;     /* of those, of the hello's frame length */
     /* A new address under trial (see the move rule in udp_uplink.c). */
     union gw_udp_addr candidate;
     uint32_t candidate_seq;      /* its last in-order sequence */
@@ -223,6 +230,9 @@ struct gw_udp_peer {
     /* The downlink datagram being timed (0: none), and its clocks. */
     uint32_t timed_seq;
     uint64_t timed_rx_ns, timed_since_ns;
+    uint64_t started_ms; /* loop time of the start */
+    /* What the doctor keeps until the first accepted packet (udp_doctor.c). */
+    struct gw_udp_evidence ev;
 };
 
 /*
@@ -315,5 +325,11 @@ bool gw_udp_peer_has_address(const struct gw_udp_peer *peer);
 
 /* Milliseconds since the peer's last accepted uplink packet (or start). */
 uint64_t gw_udp_peer_idle_ms(const struct gw_udp_peer *peer);
+
+/* Uplink packets accepted since the peer's start. */
+uint64_t gw_udp_peer_packets(const struct gw_udp_peer *peer);
+
+/* Milliseconds since the peer's start (0 when not started). */
+uint64_t gw_udp_peer_age_ms(const struct gw_udp_peer *peer);
 
 #endif /* GW_UDP_AUDIO_H */

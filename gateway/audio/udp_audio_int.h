@@ -43,6 +43,23 @@ struct record {
     ((uint32_t)sizeof(struct record) + (((len) + 3u) & ~3u))
 #define MAX_DATAGRAM (GW_UDP_HEADER_LEN + GW_UDP_MAX_PAYLOAD)
 
+/*
+ * The doctor's table of device addresses watched for datagrams of an
+ * unknown ssrc (udp_doctor.c): open addressing over a fixed array, made at
+ * the first watch, at most half full. Only a session's start adds an
+ * address, so a flood from others finds nothing and changes nothing.
+ */
+#define GW_UDP_WATCH_BITS  10
+#define GW_UDP_WATCH_SLOTS (1u << GW_UDP_WATCH_BITS)
+
+struct gw_udp_watch {
+    uint8_t ip[16];     /* IPv4 mapped into IPv6 */
+    uint32_t refs;      /* sessions watching it; 0 = empty slot */
+    uint32_t unknown;   /* unknown-ssrc datagrams from it */
+    uint32_t last_ssrc; /* the last of them named */
+    uint16_t last_port; /* and came from */
+};
+
 struct gw_udp_audio {
     uv_loop_t *loop;
     uv_udp_t sock;            /* the advertised socket, both directions */
@@ -75,6 +92,8 @@ struct gw_udp_audio {
     int port;                      /* bound port */
     struct gw_udp_audio_stats stats;
     struct gw_bucket log_bucket;      /* drop lines (gw__udp_note_drop) */
+    struct gw_udp_watch *watch;       /* GW_UDP_WATCH_SLOTS, or NULL */
+    uint32_t n_watch;                 /* slots in use */
     uint8_t tx[MAX_DATAGRAM];         /* downlink sent without queueing */
     struct mmsghdr rx_msgs[RX_BATCH]; /* one batch of uplink ... */
     struct iovec rx_iov[RX_BATCH];
@@ -118,6 +137,15 @@ void gw__udp_uplink_reset(struct gw_udp_peer *peer, int frame_duration_ms,
 /* Counts a drop and logs it, rate-limited, at debug level (udp_uplink.c). */
 void gw__udp_note_drop(struct gw_udp_audio *ua, enum gw_udp_drop reason,
                        const struct sockaddr *from);
+
+/* Keeps what a dropped datagram says about the session its ssrc names,
+ * or about a watched device address (udp_doctor.c). */
+void gw__udp_doctor_note(struct gw_udp_audio *ua,
+                         const struct gw_udp_verdict *v,
+                         const struct sockaddr *from);
+
+/* The peer lets go of its watched address, if any (udp_doctor.c). */
+void gw__udp_doctor_unwatch(struct gw_udp_peer *peer);
 
 /* Starts reading the bound socket in batches (udp_uplink.c). */
 int gw__udp_uplink_start(struct gw_udp_audio *ua);

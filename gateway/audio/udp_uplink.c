@@ -352,16 +352,27 @@ static void note_seen(struct gw_udp_peer *peer, uint32_t seq)
     peer->last_seq = seq;
 }
 
+/* For the doctor: noise decrypted with a wrong key often passes as Opus,
+ * seldom of the hello's frame length. */
+static void count_fit(struct gw_udp_peer *peer, const struct gw_opus_info *info)
+{
+    peer->rx_count++;
+    peer->rx_fit += peer->frame_samples_48k == 0 ||
+                    (uint32_t)info->samples_48k == peer->frame_samples_48k;
+}
+
 /*
  * A late packet says nothing about where the device stands now: it moves
  * neither the line nor the last sequence, only marks its own.
  */
-static bool accept_late(struct gw_udp_verdict *v, uint8_t *opus, uint64_t now)
+static bool accept_late(struct gw_udp_verdict *v, uint8_t *opus,
+                        const struct gw_opus_info *info, uint64_t now)
 {
     struct gw_udp_peer *peer = v->peer;
 
     note_seen(peer, v->h.sequence);
     peer->last_rx_ms = now;
+    count_fit(peer, info);
     peer->toc_seen |= toc_bit(opus[0]);
     forget_candidate(peer);
     v->late = true;
@@ -369,7 +380,8 @@ static bool accept_late(struct gw_udp_verdict *v, uint8_t *opus, uint64_t now)
     return true;
 }
 
-static bool accept_packet(struct gw_udp_verdict *v, uint8_t *opus, uint64_t now)
+static bool accept_packet(struct gw_udp_verdict *v, uint8_t *opus,
+                          const struct gw_opus_info *info, uint64_t now)
 {
     struct gw_udp_peer *peer = v->peer;
 
@@ -380,6 +392,7 @@ static bool accept_packet(struct gw_udp_verdict *v, uint8_t *opus, uint64_t now)
     }
     note_seen(peer, v->h.sequence);
     peer->last_rx_ms = now;
+    count_fit(peer, info);
     peer->toc_seen |= toc_bit(opus[0]);
     forget_candidate(peer);
     v->opus = opus;
@@ -431,10 +444,10 @@ bool gw__udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
         return refuse_for_peer(v, GW_UDP_DROP_OPUS, from);
     }
     if (late) {
-        return accept_late(v, opus, now);
+        return accept_late(v, opus, &info, now);
     }
     if (peer->has_addr && same_addr(&peer->addr, from)) {
-        return accept_packet(v, opus, now);
+        return accept_packet(v, opus, &info, now);
     }
     if (!peer->has_addr) {
         /* Learning is bound by the same stream test (the TOC is not known
@@ -446,7 +459,7 @@ bool gw__udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
         copy_addr(&peer->addr, from);
         peer->has_addr = true;
         v->learned = true;
-        return accept_packet(v, opus, now);
+        return accept_packet(v, opus, &info, now);
     }
     if (!try_move(peer, &v->h, &info, opus[0], from, now)) {
         return refuse(v, GW_UDP_DROP_ADDRESS);
@@ -454,7 +467,7 @@ bool gw__udp_uplink_judge(const struct gw_ssrc_table *peers, uint8_t *buf,
     v->was = peer->addr;
     copy_addr(&peer->addr, from);
     v->moved = true;
-    return accept_packet(v, opus, now);
+    return accept_packet(v, opus, &info, now);
 }
 
 /* on_audio may stop the peer or close ua: nothing may follow it. */
@@ -473,6 +486,7 @@ static void handle_datagram(struct gw_udp_audio *ua, uint8_t *buf, size_t len,
     if (!gw__udp_uplink_judge(&ua->peers, buf, len, from, uv_now(ua->loop),
                               &v)) {
         gw__udp_note_drop(ua, v.reason, from);
+        gw__udp_doctor_note(ua, &v, from);
         return;
     }
     peer = v.peer;

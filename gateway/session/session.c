@@ -139,6 +139,56 @@ static void pool_failed(struct gw_session *s, enum gw_backend_failure why,
                            uv_now(env_of(s)->loop));
 }
 
+/* The port devices are told (udp.public_port 0: the bound one). */
+static int public_port(const struct gw_session *s)
+{
+    const struct gw_config *cfg = s->hold->cfg;
+
+    return cfg->udp.public_port > 0 ? cfg->udp.public_port
+                                    : gw_udp_audio_port(env_of(s)->udp);
+}
+
+/*
+ * The UDP path doctor's one look (udp_doctor.h), with what only the
+ * session knows: the advertised address and where the broker saw the
+ * device. Once its time has come; returns the ms until it, or UINT64_MAX
+ * when done or off (udp.doctor_after_s 0).
+ */
+static uint64_t udp_doctor(struct gw_session *s)
+{
+    const struct gw_config *cfg = s->hold->cfg;
+    uint64_t after = (uint64_t)cfg->udp.doctor_after_s * 1000;
+    uint64_t age = gw_udp_peer_age_ms(&s->udp);
+
+    if (after == 0 || gw_udp_peer_examined(&s->udp)) {
+        return UINT64_MAX;
+    }
+    if (age < after) {
+        return after - age;
+    }
+    const struct gw_udp_doctor_ctx ctx = {
+        .public_host = cfg->udp.public_host,
+        .public_port = public_port(s),
+        .device_ip = s->dev != NULL ? s->dev->presence.address : NULL,
+        .mac = s->id.mac,
+        .key = s->client_id,
+        .after_ms = age,
+    };
+    (void)gw_udp_peer_examine(&s->udp, &ctx);
+    return UINT64_MAX;
+}
+
+/* The idle timer's next wake: the idle limit, or the doctor's look. */
+static uint64_t next_look_ms(struct gw_session *s)
+{
+    uint64_t limit = (uint64_t)s->hold->cfg->limits.udp_idle_timeout_ms;
+    uint64_t idle = gw_udp_peer_idle_ms(&s->udp);
+    uint64_t doctor = udp_doctor(s);
+    uint64_t left = idle < limit ? limit - idle : 0;
+
+    return doctor < left ? doctor : left;
+}
+
 static void activate(struct gw_session *s, const struct gw_audio_params *audio)
 {
     const struct gw_session_env *env = env_of(s);
@@ -162,11 +212,12 @@ static void activate(struct gw_session *s, const struct gw_audio_params *audio)
         return;
     }
     gw_udp_peer_set_subject(&s->udp, s->subject);
+    if (s->dev != NULL) { /* the broker's word on where the device is */
+        gw_udp_peer_set_device_ip(&s->udp, s->dev->presence.address);
+    }
     gw_session_keys_nonce(ssrc, nonce);
-    int public_port = cfg->udp.public_port > 0 ? cfg->udp.public_port
-                                               : gw_udp_audio_port(env->udp);
     rc = gw_server_hello_build(s->session_id, audio, cfg->udp.public_host,
-                               (uint16_t)public_port, key, nonce, hello,
+                               (uint16_t)public_port(s), key, nonce, hello,
                                sizeof(hello), &len);
     OPENSSL_cleanse(key, sizeof(key));
     if (rc != 0) {
@@ -177,8 +228,7 @@ static void activate(struct gw_session *s, const struct gw_audio_params *audio)
     }
     gw_device_hello_free(&s->hello);
     set_state(s, GW_SESSION_ACTIVE);
-    uv_timer_start(&s->timer, s->timer.timer_cb,
-                   (uint64_t)cfg->limits.udp_idle_timeout_ms, 0);
+    uv_timer_start(&s->timer, s->timer.timer_cb, next_look_ms(s), 0);
     if (gw_publish_json(env->pub, s->client_id, hello, len) != 0) {
         gw_log(GW_LOG_WARN, s->subject, "server hello not sent: broker away");
     }
@@ -623,13 +673,14 @@ static void on_timer(uv_timer_t *timer)
     }
     uint64_t idle = gw_udp_peer_idle_ms(&s->udp);
     uint64_t limit = (uint64_t)cfg->limits.udp_idle_timeout_ms;
+    uint64_t next = next_look_ms(s); /* the doctor looks first */
     if (idle >= limit) {
         gw_log(GW_LOG_INFO, s->subject, "no uplink audio for %llu ms",
                (unsigned long long)idle);
         gw_session_end(s, GW_END_UDP_IDLE);
         return;
     }
-    uv_timer_start(&s->timer, on_timer, limit - idle, 0);
+    uv_timer_start(&s->timer, on_timer, next, 0);
 }
 
 /* ---- device side ---- */

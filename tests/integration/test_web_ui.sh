@@ -51,7 +51,8 @@ write_config() {
   $STORE_JSON
   "mqtt": { "host": "127.0.0.1", "port": $BROKER_PORT, "keepalive": 10,
             "username": "$GW_MQTT_USER", "password": "$GW_MQTT_PASS" },
-  "udp": { "bind": "127.0.0.1", "port": $GW_UDP_PORT, "public_host": "127.0.0.1" },
+  "udp": { "bind": "127.0.0.1", "port": $GW_UDP_PORT, "public_host": "127.0.0.1",
+           "doctor_after_s": 1 },
   "backends": [ { "name": "mock",
                   "url": "ws://127.0.0.1:$BACKEND_PORT/xiaozhi/v1/?from=mqtt_gateway" } ],
   "http": { "listen": "127.0.0.1", "port": $HTTP_PORT, "token": "$TOKEN",
@@ -216,6 +217,19 @@ talk_active() {
             >/dev/null 2>&1
 }
 check "device talk is in a live session on backend mock" wait_until "" talk_active
+# A third whose UDP never arrives: the doctor's cause is on the page.
+MUTE='GID_test@@@02_00_00_00_0a_04@@@web-mute'
+"$SIM" device --broker "127.0.0.1:$BROKER_PORT" --key "$PLUGIN_KEY" \
+    --client-id "$MUTE" --json --frames 0 --turn-timeout 600000 --no-udp \
+    >"$GW_TMP/mute.out" 2>>"$GW_TMP/devices.err" &
+MUTE_PID=$!
+peer_log "$GW_TMP/mute.out"
+mute_diagnosed() {
+    curl -sS --max-time 5 -H "Authorization: Bearer $TOKEN" \
+        "$BASE/api/devices/$MUTE" |
+        jq -e '.udp.diagnosis.cause == "nothing"' >/dev/null 2>&1
+}
+check "device mute's missing audio is diagnosed" wait_until "" mute_diagnosed
 alert=()
 # POST /api/devices/{id}/commands: the alert form's route, when this
 # gateway has it.
@@ -243,6 +257,7 @@ bind=(--bindings --bind-code "$(grep -m1 '^activation code' "$GW_TMP/bind.out" |
 # Bounded below ctest's 120 s: a browser that hangs still gets reported.
 timeout 90 node "$src/tests/web/ui.mjs" --base "$BASE" --token "$TOKEN" --device "$ID" \
     --tools 4 --session "$TALK" --backend mock --out "$ARTIFACTS" \
+    --udp-device "$MUTE" --udp-cause nothing \
     --chromium "$CHROMIUM" "${alert[@]}" "${bind[@]}" \
     >"$GW_TMP/ui.out" 2>&1
 rc=$?
@@ -265,6 +280,7 @@ if [ -n "$BIND_PID" ]; then
     wait_for_exit "$BIND_PID" >/dev/null
 fi
 stop_pid "$TALK_PID"
+stop_pid "$MUTE_PID"
 kill -INT "$DEV_PID" 2>/dev/null
 wait_for_exit "$DEV_PID" >/dev/null
 r=$(tail -n 1 "$GW_TMP/dev.out")

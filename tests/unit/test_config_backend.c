@@ -206,7 +206,7 @@ static void on_warning(const char *path, const char *text, void *arg)
 static void test_gateway_query_warning(void **state)
 {
     static const char text[] =
-        "{\"backends\":["
+        "{\"udp\":{\"bind\":\"127.0.0.1\"},\"backends\":["
         "{\"name\":\"ok\",\"url\":\"ws://h/xiaozhi/v1/?from=mqtt_gateway\"},"
         "{\"name\":\"bare\",\"url\":\"ws://h/xiaozhi/v1/\"},"
         "{\"name\":\"later\",\"url\":\"ws://h/x?from=mqtt_gateway&a=1\"},"
@@ -233,6 +233,49 @@ static void test_gateway_query_warning(void **state)
     gw_config_destroy(cfg);
 }
 
+/* Devices told an address only this host reaches, while the socket
+ * listens beyond it: said by --check-config and at start. */
+static void test_udp_public_host_warning(void **state)
+{
+    static const struct {
+        const char *udp;
+        const char *warning; /* NULL: none */
+    } cases[] = {
+        {"{}", "udp.public_host: 127.0.0.1 is a loopback address while "
+               "udp.bind 0.0.0.0 is not loopback"},
+        {"{\"bind\":\"::\",\"public_host\":\"localhost\"}",
+         "udp.public_host: localhost is a loopback address while udp.bind :: "
+         "is not loopback"},
+        {"{\"public_host\":\"0.0.0.0\"}",
+         "udp.public_host: 0.0.0.0 is unspecified while udp.bind 0.0.0.0"},
+        {"{\"bind\":\"10.0.0.5\",\"public_host\":\"::\"}",
+         "udp.public_host: :: is unspecified"},
+        {"{\"bind\":\"127.0.0.1\"}", NULL},
+        {"{\"public_host\":\"192.0.2.7\"}", NULL},
+        {"{\"public_host\":\"gw.example\"}", NULL},
+    };
+    char text[512], err[ERR_CAP], out[ERR_CAP];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct gw_config *cfg = NULL;
+        snprintf(text, sizeof(text),
+                 "{\"udp\":%s,\"backends\":[{\"name\":\"b\",\"url\":"
+                 "\"ws://h/x?from=mqtt_gateway\"}]}",
+                 cases[i].udp);
+        out[0] = '\0';
+        assert_int_equal(gw_config_load_string(text, strlen(text), "x.json",
+                                               &cfg, err, sizeof(err)),
+                         0);
+        assert_int_equal(gw_config_warnings(cfg, on_warning, out),
+                         cases[i].warning != NULL ? 1 : 0);
+        if (cases[i].warning != NULL) {
+            assert_non_null(strstr(out, cases[i].warning));
+        }
+        gw_config_destroy(cfg);
+    }
+}
+
 static void test_header_check(void **state)
 {
     (void)state;
@@ -256,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_headers_secret),
         cmocka_unit_test(test_headers_reload),
         cmocka_unit_test(test_gateway_query_warning),
+        cmocka_unit_test(test_udp_public_host_warning),
         cmocka_unit_test(test_header_check),
     };
 

@@ -26,6 +26,9 @@ function usage(out) {
   --tools N         the number of tools the page must list for the device
   --session ID      a device in a live session, shown with its backend
   --backend NAME    that session's backend
+  --udp-device ID   a device in a live session whose UDP audio never came:
+                    the sessions table shows the doctor's cause for it
+  --udp-cause C     that cause (e.g. nothing)
   --alert           push an alert through the page and expect it accepted
   --bindings        the gateway has /api/bindings: drive the Bindings panel
                     (without it the panel must say the API is missing)
@@ -76,6 +79,8 @@ try {
             tools: { type: 'string' },
             session: { type: 'string' },
             backend: { type: 'string' },
+            'udp-device': { type: 'string' },
+            'udp-cause': { type: 'string' },
             alert: { type: 'boolean', default: false },
             bindings: { type: 'boolean', default: false },
             'bind-code': { type: 'string' },
@@ -211,6 +216,35 @@ try {
                 return e !== null && Number(e.textContent) >= 1;
             }, args.backend);
         });
+    }
+    if (args.session !== undefined) {
+        await step(`the UDP audio of ${args.session} is shown ok`, async () => {
+            const cell = page.locator(
+                `#sessions tbody tr[data-id="${args.session}"] td.udp[data-udp-state="ok"]`);
+            await cell.waitFor();
+            const text = await cell.textContent();
+            return /^ok · \d+ packets$/.test(text) || `shown ${text}`;
+        });
+    }
+    if (args['udp-device'] !== undefined) {
+        await step(`the UDP path doctor's cause for ${args['udp-device']} is shown`,
+            async () => {
+                const cell = page.locator(
+                    `#sessions tbody tr[data-id="${args['udp-device']}"] td.udp`);
+                await cell.waitFor();
+                await page.waitForFunction((id) => {
+                    const e = document.querySelector(
+                        `#sessions tbody tr[data-id="${id}"] td.udp`);
+                    return e !== null && e.dataset.udpCause !== undefined;
+                }, args['udp-device']);
+                const text = await cell.textContent();
+                const cause = await cell.getAttribute('data-udp-cause');
+                const title = await cell.getAttribute('title');
+                return (cause === args['udp-cause'] &&
+                    text === `no audio · ${args['udp-cause']}` &&
+                    /^told \S+:\d+; \S/.test(title ?? '')) ||
+                    `shown ${text} (${cause}; ${title})`;
+            });
     }
     await step('the health pill says healthy', async () => {
         await page.locator('#health', { hasText: 'healthy' }).waitFor();
