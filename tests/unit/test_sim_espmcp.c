@@ -319,6 +319,67 @@ static void test_engine_lifecycle(void **state)
     fx_free(f);
 }
 
+/* What esp_mcp_engine.c forgets on a second initialize: the subscriptions
+ * (no more updates) and the log level (it logs every level again, as it
+ * does while none is set). */
+static void test_engine_forgets(void **state)
+{
+    struct gw_sim_esp_options o = {.big_resource_bytes = 100,
+                                   .engine_lifecycle = true};
+    struct fx *f = calloc(1, sizeof(*f));
+    static const char init[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"initialize\",\"params\":"
+        "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+        "\"clientInfo\":"
+        "{\"name\":\"t\",\"version\":\"1\"}}}";
+    static const char initialized[] =
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+    char buf[300];
+
+    (void)state;
+    assert_non_null(f);
+    gw_sim_mcp_defaults(&f->stock);
+    assert_int_equal(gw_sim_esp_create(&o, &f->stock, &f->e), 0);
+    snprintf(buf, sizeof(buf), init, 1);
+    rx(f, 0, buf, NULL);
+    rx(f, 0, initialized, NULL);
+    /* No level set: info and debug lines, then the answer. */
+    call(f, 0, 2, "self.sim.touch", "{}", NULL);
+    assert_int_equal(cJSON_GetArraySize(f->out), 4);
+    assert_string_equal(str_at(msg_at(f, 1), "params.level"), "debug");
+    rx(f, 0,
+       "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"logging/setLevel\","
+       "\"params\":{\"level\":\"info\"}}",
+       NULL);
+    rx(f, 0,
+       "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"resources/subscribe\","
+       "\"params\":{\"uri\":\"device://status\"}}",
+       NULL);
+    assert_non_null(at(msg_at(f, 0), "result"));
+    /* Info only, and the update. */
+    call(f, 0, 5, "self.sim.touch", "{}", NULL);
+    assert_int_equal(cJSON_GetArraySize(f->out), 4);
+    assert_string_equal(str_at(msg_at(f, 1), "method"),
+                        "notifications/resources/updated");
+    snprintf(buf, sizeof(buf), init, 6);
+    rx(f, 0, buf, NULL);
+    rx(f, 0, initialized, NULL);
+    assert_int_equal(gw_sim_esp_stats(f->e)->reinitializes, 1);
+    /* Debug again, and no update. */
+    call(f, 0, 7, "self.sim.touch", "{}", NULL);
+    assert_int_equal(cJSON_GetArraySize(f->out), 4);
+    for (int i = 0; i < 3; i++) {
+        assert_string_equal(str_at(msg_at(f, i), "method"),
+                            "notifications/message");
+    }
+    assert_string_equal(str_at(msg_at(f, 1), "params.level"), "debug");
+    assert_string_equal(str_at(msg_at(f, 3), "result.content.0.text"),
+                        "touched 3");
+    assert_int_equal(gw_sim_esp_stats(f->e)->updates_sent, 1);
+    assert_int_equal(violations(f), 0);
+    fx_free(f);
+}
+
 /* ---- tools ------------------------------------------------------------ */
 
 static bool has_tool(const cJSON *tools, const char *name)
@@ -1221,6 +1282,7 @@ int main(void)
         cmocka_unit_test(test_initialize),
         cmocka_unit_test(test_lifecycle_gate),
         cmocka_unit_test(test_engine_lifecycle),
+        cmocka_unit_test(test_engine_forgets),
         cmocka_unit_test(test_tools_list_paged),
         cmocka_unit_test(test_stock_tools),
         cmocka_unit_test(test_count_progress),
