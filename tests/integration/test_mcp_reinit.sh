@@ -55,7 +55,6 @@ node "$src/tests/mcp/reinit.mjs" --base "$BASE" --token "$TOKEN" \
     --device "$E" --deadline-ms $((left * 1000)) <"$fifo" \
     >"$GW_TMP/client.out" 2>&1 &
 cpid=$!
-peer_log "$GW_TMP/client.out"
 check "the client is set up and saw an update and a log line" \
     wait_for_ready "$cpid" "$GW_TMP/client.out" '^# ready'
 subs=$(count_lines "$GW_TMP/e.out" '< mcp resources/subscribe')
@@ -80,15 +79,7 @@ check "and set its level again" \
 echo go >&7
 exec 7>&-
 wait_for_exit "$cpid" >/dev/null
-rc=${EXIT_CODE:-1}
-while IFS= read -r line; do
-    case $line in
-    "ok - "*) ok "${line#ok - }" ;;
-    "not ok - "*) not_ok "${line#not ok - }" ;;
-    "# "*) echo "$line" ;;
-    esac
-done <"$GW_TMP/client.out"
-check "reinit.mjs ran every check and passed (exit $rc)" test "$rc" -eq 0
+report_lines "$GW_TMP/client.out" "${EXIT_CODE:-1}" reinit.mjs
 
 r=$(end_device e)
 device_ok "the device ends well (nothing refused by its gates)" "$r"
