@@ -282,9 +282,14 @@ static void initialize(struct gw_sim_esp *e, uint64_t now, const cJSON *id,
     if (cJSON_IsObject(vision)) {
         const char *url = cJSON_GetStringValue(
             cJSON_GetObjectItemCaseSensitive(vision, "url"));
+        const char *token = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(vision, "token"));
         e->stock->vision_seen = true;
         if (url != NULL && strlen(url) < sizeof(e->stock->vision_url)) {
             memcpy(e->stock->vision_url, url, strlen(url) + 1);
+        }
+        if (token != NULL && strlen(token) < sizeof(e->stock->vision_token)) {
+            memcpy(e->stock->vision_token, token, strlen(token) + 1);
         }
     }
     r = cJSON_CreateObject();

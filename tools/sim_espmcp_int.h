@@ -105,7 +105,7 @@ struct gw_sim_esp {
      * (GW_SIM_ESP_CAP_*), for the capability gate. */
     unsigned client_caps;
     uint64_t change_due_ms, update_due_ms;
-    int log_level; /* index into levels[], -1 before any setLevel */
+    int log_level; /* index into levels[], -1: none set (or forgotten) */
     char *subs[MAX_SUBS];
     size_t n_subs;
     uint32_t next_out_id, next_task, n_tasks, n_outs;

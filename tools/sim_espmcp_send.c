@@ -256,12 +256,13 @@ struct out *gw_sim_esp_request(struct gw_sim_esp *e, const char *endpoint,
     return o;
 }
 
-/* notifications/message at level, if the client's level admits it. */
+/* notifications/message at level, if the client's level admits it. With
+ * no level set the engine logs everything, the esp profile nothing. */
 void gw_sim_esp_log(struct gw_sim_esp *e, int level, const char *data)
 {
     cJSON *p;
 
-    if (e->log_level < 0 || level < e->log_level) {
+    if (e->log_level < 0 ? !e->o.engine_lifecycle : level < e->log_level) {
         return;
     }
     p = cJSON_CreateObject();

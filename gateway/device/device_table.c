@@ -629,7 +629,9 @@ bool gw_device_on_mcp(struct gw_device_table *t, const char *client_id,
     }
     if (rpc.kind == GW_RPC_RESPONSE) {
         if (d != NULL) {
-            gw__device_link_on_response(&d->link, &rpc);
+            if (gw__device_link_on_response(&d->link, &rpc) && d->link.open) {
+                gw__device_peers_reinitialized(&t->peers, &d->interests);
+            }
         } else {
             t->links.stats.unsolicited++;
             gw_log_peer(GW_LOG_DEBUG, NULL, subject,

@@ -326,6 +326,10 @@ static void on_init_reply(void *arg, const struct gw_mcp_reply *reply)
     next_list(disc, KIND_TOOLS);
 }
 
+/* The capabilities only the gateway can honour: the device's requests
+ * go to MCP clients (7.10), never to a backend. */
+static const char *const routed_caps[] = {"sampling", "elicitation", "roots"};
+
 /*
  * What the gateway offers as the device's MCP client. Sampling,
  * elicitation and roots whenever the MCP server is on to carry them to a
@@ -335,7 +339,7 @@ static void on_init_reply(void *arg, const struct gw_mcp_reply *reply)
  * tools called outside a conversation (API, MCP clients) can see. The
  * token goes only into this message, never into a log.
  */
-static cJSON *client_capabilities(const struct gw_config *cfg)
+static cJSON *own_capabilities(const struct gw_config *cfg)
 {
     const char *url = cfg->mcp.client_capabilities.vision.url;
     const char *token = cfg->mcp.client_capabilities.vision.token;
@@ -343,9 +347,10 @@ static cJSON *client_capabilities(const struct gw_config *cfg)
     cJSON *vision;
 
     if (caps != NULL && cfg->http.port != 0 && cfg->http.token[0] != '\0') {
-        cJSON_AddObjectToObject(caps, "sampling");
-        cJSON_AddObjectToObject(caps, "elicitation");
-        cJSON_AddObjectToObject(caps, "roots");
+        for (size_t i = 0; i < sizeof(routed_caps) / sizeof(routed_caps[0]);
+             i++) {
+            cJSON_AddObjectToObject(caps, routed_caps[i]);
+        }
     }
     if (caps == NULL || url[0] == '\0') {
         return caps;
@@ -355,6 +360,42 @@ static cJSON *client_capabilities(const struct gw_config *cfg)
         cJSON_AddStringToObject(vision, "url", url);
         cJSON_AddStringToObject(vision, "token", token);
     }
+    return caps;
+}
+
+cJSON *gw__device_client_capabilities(const struct gw_config *cfg,
+                                      const cJSON *theirs)
+{
+    cJSON *own = own_capabilities(cfg);
+    cJSON *caps;
+
+    if (theirs == NULL || own == NULL) {
+        return own;
+    }
+    if ((caps = cJSON_Duplicate(theirs, 1)) == NULL) {
+        cJSON_Delete(own);
+        return NULL;
+    }
+    /* Whatever a backend declares of these, the device's requests reach
+     * only what the gateway routes. */
+    for (size_t i = 0; i < sizeof(routed_caps) / sizeof(routed_caps[0]); i++) {
+        cJSON_DeleteItemFromObjectCaseSensitive(caps, routed_caps[i]);
+    }
+    /* The gateway's other keys (vision) only where the backend has none. */
+    for (const cJSON *it = own->child; it != NULL; it = it->next) {
+        cJSON *dup;
+        if (cJSON_GetObjectItemCaseSensitive(caps, it->string) != NULL) {
+            continue;
+        }
+        if ((dup = cJSON_Duplicate(it, 1)) == NULL ||
+            !cJSON_AddItemToObject(caps, it->string, dup)) {
+            cJSON_Delete(dup);
+            cJSON_Delete(caps);
+            caps = NULL;
+            break;
+        }
+    }
+    cJSON_Delete(own);
     return caps;
 }
 
@@ -373,8 +414,9 @@ static void run(struct gw_mcp_discovery *disc)
         /* The newest revision: the firmware answers 2024-11-05 whatever
          * is asked, esp-mcp devices answer what they support. */
         cJSON_AddStringToObject(params, "protocolVersion", "2025-11-25");
-        cJSON_AddItemToObject(params, "capabilities",
-                              client_capabilities(config_of(disc)));
+        cJSON_AddItemToObject(
+            params, "capabilities",
+            gw__device_client_capabilities(config_of(disc), NULL));
         cJSON_AddStringToObject(info, "name", "hybridgw");
         cJSON_AddStringToObject(info, "version", GW_VERSION);
         cJSON_AddItemToObject(params, "clientInfo", info);

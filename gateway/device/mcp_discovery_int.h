@@ -1,7 +1,8 @@
 /*
  * Discovery as the device records run it (mcp_discovery.h), private to
  * gateway/device/: one per record, started, told of list changes and
- * cancelled by the device table.
+ * cancelled by the device table; and the gateway's client capabilities,
+ * which the backend relay declares too.
  */
 #ifndef GW_MCP_DISCOVERY_INT_H
 #define GW_MCP_DISCOVERY_INT_H
@@ -42,5 +43,16 @@ void gw__device_discovery_list_changed(struct gw_mcp_discovery *disc, int kind);
 /* The device left: out of the line; a run in progress ends with its
  * link's requests. Must be called before the link closes. */
 void gw__device_discovery_cancel(struct gw_mcp_discovery *disc);
+
+/*
+ * The capabilities the gateway declares as the device's MCP client
+ * (docs/protocol.md 7.2), new, or NULL when memory is short. With theirs
+ * (a backend's initialize capabilities, relayed in mcp_relay.c): theirs,
+ * their sampling, elicitation and roots replaced by the gateway's (the
+ * device's requests reach only what the gateway routes), the gateway's
+ * other keys added where theirs has none.
+ */
+cJSON *gw__device_client_capabilities(const struct gw_config *cfg,
+                                      const cJSON *theirs);
 
 #endif /* GW_MCP_DISCOVERY_INT_H */

@@ -767,10 +767,11 @@ void gw__device_links_close(struct gw_mcp_links *links)
 
 /* ---- from the device ---- */
 
-void gw__device_link_on_response(struct gw_mcp_link *link,
+bool gw__device_link_on_response(struct gw_mcp_link *link,
                                  const struct gw_rpc *rpc)
 {
     struct gw_mcp_request *p = NULL;
+    bool init;
     uint32_t id;
 
     if (gw_rpc_id_u32(rpc->id, &id)) {
@@ -782,28 +783,29 @@ void gw__device_link_on_response(struct gw_mcp_link *link,
         link->links->stats.unsolicited++;
         gw_log_peer(GW_LOG_DEBUG, NULL, subject,
                     "response nobody waits for: dropped");
-        return;
+        return false;
     }
     if (rpc->error != NULL) {
         cJSON *err = gw_rpc_error_normalise(rpc->error);
         finish(p, GW_MCP_ERROR, NULL, err);
         cJSON_Delete(err);
-    } else {
-        /*
-         * Every initialize the device accepts, whoever asked (discovery, a
-         * backend's relayed one), is followed at once by
-         * notifications/initialized: esp-mcp refuses every request but ping
-         * until it comes and resets that on each initialize, and a xiaozhi
-         * backend often never sends it. Sent before the origin hears the
-         * answer, so it precedes whatever the origin asks next; a second
-         * one (a backend that sends its own) only sets the same flag.
-         */
-        if (p->is_init) {
-            (void)gw__device_link_notify(link, "notifications/initialized",
-                                         NULL);
-        }
-        finish(p, GW_MCP_OK, rpc->result, NULL);
+        return false;
     }
+    /*
+     * Every initialize the device accepts, whoever asked (discovery, a
+     * backend's relayed one), is followed at once by
+     * notifications/initialized: esp-mcp refuses every request but ping
+     * until it comes and resets that on each initialize, and a xiaozhi
+     * backend often never sends it. Sent before the origin hears the
+     * answer, so it precedes whatever the origin asks next; a second one
+     * (a backend that sends its own) only sets the same flag.
+     */
+    init = p->is_init;
+    if (init) {
+        (void)gw__device_link_notify(link, "notifications/initialized", NULL);
+    }
+    finish(p, GW_MCP_OK, rpc->result, NULL);
+    return init;
 }
 
 /* Progress params (token: the request's id) to p's origin, under the

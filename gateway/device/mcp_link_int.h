@@ -42,8 +42,10 @@ void gw__device_link_close(struct gw_mcp_link *link, enum gw_mcp_outcome why);
 /*
  * A response from the device (rpc classified as GW_RPC_RESPONSE): ends
  * the request it answers, or is dropped and counted when nobody waits.
+ * True when it was the result of an initialize (whoever sent it): the
+ * device may have forgotten what its peers asked of it.
  */
-void gw__device_link_on_response(struct gw_mcp_link *link,
+bool gw__device_link_on_response(struct gw_mcp_link *link,
                                  const struct gw_rpc *rpc);
 
 /*

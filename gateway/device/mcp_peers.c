@@ -355,6 +355,31 @@ void gw__device_peers_subscribe(struct gw_mcp_peers *ps,
     send_subscribe(ps, in, uri, true, w, origin, cb, arg, handle);
 }
 
+void gw__device_peers_reinitialized(struct gw_mcp_peers *ps,
+                                    struct gw_mcp_interests *in)
+{
+    char why[GW_CLIENT_ID_MAX + 64];
+    const struct gw_list *it;
+
+    in->device_level = -1; /* whatever it was, the device may not have it */
+    apply_level(ps, in, GW_MCP_FROM_GATEWAY, NULL, NULL, NULL);
+    if (!gw_mcp_catalog_allows(in->catalog, in->link->client_id,
+                               "resources/subscribe", why, sizeof(why))) {
+        return;
+    }
+    for (it = in->items.next; it != &in->items; it = it->next) {
+        const struct gw_mcp_interest *r =
+            GW_LIST_ENTRY(it, struct gw_mcp_interest, node);
+        /* One request per URI: the first record of it asks. */
+        if (r->kind != INTEREST_SUBSCRIPTION ||
+            record_find(in, NULL, INTEREST_SUBSCRIPTION, r->key) != r) {
+            continue;
+        }
+        send_subscribe(ps, in, r->key, true, NULL, GW_MCP_FROM_GATEWAY,
+                       on_upkeep_reply, NULL, NULL);
+    }
+}
+
 /* ---- tasks ---- */
 
 void gw__device_peers_task_created(struct gw_mcp_interests *in,

@@ -61,6 +61,16 @@ bool gw__device_peers_on_notification(struct gw_mcp_peers *ps,
                                       const struct gw_device *dev,
                                       const struct gw_rpc *rpc);
 
+/*
+ * The device accepted an initialize (discovery's or a backend's): esp-mcp
+ * then forgets its subscriptions and log level, so each URI a peer
+ * listens to is subscribed again and the level set again, when the
+ * catalog says the device offers them (a device that kept them only
+ * hears them twice).
+ */
+void gw__device_peers_reinitialized(struct gw_mcp_peers *ps,
+                                    struct gw_mcp_interests *in);
+
 /* The device's discovery ended: all-devices peers' levels reach it. */
 void gw__device_peers_ready(struct gw_mcp_peers *ps,
                             struct gw_mcp_interests *in);

@@ -14,6 +14,7 @@
 #include "codec/mcp_caps.h"
 #include "codec/mcp_items.h"
 #include "common/log.h"
+#include "gateway/device/mcp_discovery_int.h"
 
 /* A backend request waiting for the device. */
 struct relay_call {
@@ -287,6 +288,35 @@ static void backend_tools_list(struct gw_mcp_relay *relay,
     forward(relay, dev, rpc, params, 0, NULL);
 }
 
+/*
+ * The params of a backend's initialize as the device gets them: its
+ * capabilities carry the gateway's client capabilities too, so that
+ * esp-mcp, which forgets discovery's on every initialize, still sends its
+ * requests to the MCP clients that can answer them. New; NULL when memory
+ * is short. Params or capabilities of the wrong type pass as they are:
+ * the device judges them.
+ */
+static cJSON *init_params(const struct gw_config *cfg, const cJSON *params)
+{
+    const cJSON *theirs =
+        cJSON_GetObjectItemCaseSensitive(params, "capabilities");
+    cJSON *out = cJSON_Duplicate(params, 1);
+    cJSON *caps;
+
+    if (out == NULL || !cJSON_IsObject(out) ||
+        (theirs != NULL && !cJSON_IsObject(theirs))) {
+        return out;
+    }
+    caps = gw__device_client_capabilities(cfg, theirs);
+    cJSON_DeleteItemFromObjectCaseSensitive(out, "capabilities");
+    if (caps == NULL || !cJSON_AddItemToObject(out, "capabilities", caps)) {
+        cJSON_Delete(caps);
+        cJSON_Delete(out);
+        return NULL;
+    }
+    return out;
+}
+
 int gw_mcp_relay_from_backend(struct gw_mcp_relay *relay, struct gw_device *dev,
                               const struct gw_envelope *env, const char *raw,
                               size_t len)
@@ -342,6 +372,10 @@ int gw_mcp_relay_from_backend(struct gw_mcp_relay *relay, struct gw_device *dev,
             return 0;
         }
     }
-    forward(relay, dev, &rpc, cJSON_Duplicate(rpc.params, 1), 0, NULL);
+    forward(relay, dev, &rpc,
+            strcmp(rpc.method, "initialize") == 0
+                ? init_params(cfg, rpc.params)
+                : cJSON_Duplicate(rpc.params, 1),
+            0, NULL);
     return 0;
 }

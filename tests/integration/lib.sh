@@ -287,6 +287,21 @@ mcp_tools_ready() {
         [ -f "$src/tests/mcp/node_modules/@modelcontextprotocol/sdk/package.json" ]
 }
 
+# report_lines OUT RC WHAT: the "ok - "/"not ok - " checks a script of
+# tests/mcp wrote to OUT, as our own, then that it exited RC 0.
+report_lines() {
+    local line
+    peer_log "$1"
+    while IFS= read -r line; do
+        case $line in
+        "ok - "*) ok "${line#ok - }" ;;
+        "not ok - "*) not_ok "${line#not ok - }" ;;
+        "# "*) echo "$line" ;;
+        esac
+    done <"$1"
+    check "$3 ran every check and passed (exit $2)" test "$2" -eq 0
+}
+
 # mcp_client ARGS...: tests/mcp/client.mjs (the SDK client); its result
 # line on stdout, progress lines on stderr.
 mcp_client() {

@@ -66,19 +66,6 @@ surface() {
     node "$src/tests/mcp/surface.mjs" --base "$BASE" --token "$TOKEN" \
         --deadline-ms $((left * 1000)) "$@" >"$out" 2>&1
 }
-# report_lines OUT RC WHAT: the checks of a surface.mjs run as our own.
-report_lines() {
-    local line
-    peer_log "$1"
-    while IFS= read -r line; do
-        case $line in
-        "ok - "*) ok "${line#ok - }" ;;
-        "not ok - "*) not_ok "${line#not ok - }" ;;
-        "# "*) echo "$line" ;;
-        esac
-    done <"$1"
-    check "$3 ran every check and passed (exit $2)" test "$2" -eq 0
-}
 
 echo "# devices: an esp-mcp-like one and a stock one, no voice session"
 # e behaves exactly as esp-mcp's engine: a numeric progress token echoed

@@ -248,22 +248,32 @@ static void test_lifecycle_gate(void **state)
     fx_free(f);
 }
 
-/* --mcp-engine esp-mcp: esp_mcp_engine.c's lifecycle, exactly. */
-static void test_engine_lifecycle(void **state)
+/* An initialize esp-mcp accepts, with an id and a protocolVersion. */
+static const char engine_init[] =
+    "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"initialize\",\"params\":"
+    "{\"protocolVersion\":\"%s\",\"capabilities\":{},\"clientInfo\":"
+    "{\"name\":\"t\",\"version\":\"1\"}}}";
+
+/* A server in the --mcp-engine esp-mcp mode. */
+static struct fx *engine_new(void)
 {
     struct gw_sim_esp_options o = {.big_resource_bytes = 100,
                                    .engine_lifecycle = true};
     struct fx *f = calloc(1, sizeof(*f));
-    static const char init[] =
-        "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"initialize\",\"params\":"
-        "{\"protocolVersion\":\"%s\",\"capabilities\":{},\"clientInfo\":"
-        "{\"name\":\"t\",\"version\":\"1\"}}}";
-    char buf[300];
 
-    (void)state;
     assert_non_null(f);
     gw_sim_mcp_defaults(&f->stock);
     assert_int_equal(gw_sim_esp_create(&o, &f->stock, &f->e), 0);
+    return f;
+}
+
+/* --mcp-engine esp-mcp: esp_mcp_engine.c's lifecycle, exactly. */
+static void test_engine_lifecycle(void **state)
+{
+    struct fx *f = engine_new();
+    char buf[300];
+
+    (void)state;
     /* Before any initialize: ping refused too, notifications dropped. */
     rx(f, 0, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", NULL);
     assert_int_equal((int)num_at(msg_at(f, 0), "error.code"), -32600);
@@ -276,7 +286,7 @@ static void test_engine_lifecycle(void **state)
         0);
     assert_int_equal(gw_sim_esp_stats(f->e)->lifecycle_ignored, 1);
     /* An unknown version and a missing clientInfo are refused. */
-    snprintf(buf, sizeof(buf), init, 2, "1999-01-01");
+    snprintf(buf, sizeof(buf), engine_init, 2, "1999-01-01");
     rx(f, 0, buf, NULL);
     assert_int_equal((int)num_at(msg_at(f, 0), "error.code"), -32602);
     assert_string_equal(str_at(msg_at(f, 0), "error.data.expected"),
@@ -288,7 +298,7 @@ static void test_engine_lifecycle(void **state)
     assert_string_equal(str_at(msg_at(f, 0), "error.data.field"),
                         "params.clientInfo");
     /* Accepted; gated until notifications/initialized, ping passes. */
-    snprintf(buf, sizeof(buf), init, 4, "2025-06-18");
+    snprintf(buf, sizeof(buf), engine_init, 4, "2025-06-18");
     rx(f, 0, buf, NULL);
     assert_string_equal(str_at(msg_at(f, 0), "result.protocolVersion"),
                         "2025-06-18");
@@ -308,7 +318,7 @@ static void test_engine_lifecycle(void **state)
     assert_string_equal(str_at(msg_at(f, 0), "error.data.reason"),
                         "duplicate request id in session");
     /* A second initialize closes the gate again and forgets the ids. */
-    snprintf(buf, sizeof(buf), init, 8, "2025-11-25");
+    snprintf(buf, sizeof(buf), engine_init, 8, "2025-11-25");
     rx(f, 0, buf, NULL);
     assert_non_null(at(msg_at(f, 0), "result"));
     assert_int_equal(gw_sim_esp_stats(f->e)->reinitializes, 1);
@@ -316,6 +326,57 @@ static void test_engine_lifecycle(void **state)
     assert_string_equal(str_at(msg_at(f, 0), "error.data.reason"),
                         "client not initialized");
     assert_int_equal(gw_sim_esp_stats(f->e)->lifecycle_refused, 3);
+    fx_free(f);
+}
+
+/* What esp_mcp_engine.c forgets on a second initialize: the subscriptions
+ * (no more updates) and the log level (it logs every level again, as it
+ * does while none is set). */
+static void test_engine_forgets(void **state)
+{
+    struct fx *f = engine_new();
+    static const char initialized[] =
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+    char buf[300];
+
+    (void)state;
+    snprintf(buf, sizeof(buf), engine_init, 1, "2025-06-18");
+    rx(f, 0, buf, NULL);
+    rx(f, 0, initialized, NULL);
+    /* No level set: info and debug lines, then the answer. */
+    call(f, 0, 2, "self.sim.touch", "{}", NULL);
+    assert_int_equal(cJSON_GetArraySize(f->out), 4);
+    assert_string_equal(str_at(msg_at(f, 1), "params.level"), "debug");
+    rx(f, 0,
+       "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"logging/setLevel\","
+       "\"params\":{\"level\":\"info\"}}",
+       NULL);
+    rx(f, 0,
+       "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"resources/subscribe\","
+       "\"params\":{\"uri\":\"device://status\"}}",
+       NULL);
+    assert_non_null(at(msg_at(f, 0), "result"));
+    /* Info only, and the update. */
+    call(f, 0, 5, "self.sim.touch", "{}", NULL);
+    assert_int_equal(cJSON_GetArraySize(f->out), 4);
+    assert_string_equal(str_at(msg_at(f, 1), "method"),
+                        "notifications/resources/updated");
+    snprintf(buf, sizeof(buf), engine_init, 6, "2025-06-18");
+    rx(f, 0, buf, NULL);
+    rx(f, 0, initialized, NULL);
+    assert_int_equal(gw_sim_esp_stats(f->e)->reinitializes, 1);
+    /* Debug again, and no update. */
+    call(f, 0, 7, "self.sim.touch", "{}", NULL);
+    assert_int_equal(cJSON_GetArraySize(f->out), 4);
+    for (int i = 0; i < 3; i++) {
+        assert_string_equal(str_at(msg_at(f, i), "method"),
+                            "notifications/message");
+    }
+    assert_string_equal(str_at(msg_at(f, 1), "params.level"), "debug");
+    assert_string_equal(str_at(msg_at(f, 3), "result.content.0.text"),
+                        "touched 3");
+    assert_int_equal(gw_sim_esp_stats(f->e)->updates_sent, 1);
+    assert_int_equal(violations(f), 0);
     fx_free(f);
 }
 
@@ -1221,6 +1282,7 @@ int main(void)
         cmocka_unit_test(test_initialize),
         cmocka_unit_test(test_lifecycle_gate),
         cmocka_unit_test(test_engine_lifecycle),
+        cmocka_unit_test(test_engine_forgets),
         cmocka_unit_test(test_tools_list_paged),
         cmocka_unit_test(test_stock_tools),
         cmocka_unit_test(test_count_progress),
