@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mosquitto.h>
 #include <mosquitto_broker.h>
@@ -60,6 +61,9 @@ struct plugin {
      * ACL check, which follows at once; cleared by any other event. */
     const void *departed;
     enum gw_broker_role departed_role;
+    /* This broker run, from the wall clock at start: in every presence
+     * message, since connection numbers restart with the broker. */
+    uint64_t run;
 };
 
 /* The 1st, 2nd, 4th, 8th... of a connection's refusals: a device that
@@ -122,7 +126,7 @@ static void publish_presence(struct plugin *p,
     if (gw_broker_topic_make(&p->opts, ev->client_id, "presence", topic,
                              sizeof(topic)) != 0 ||
         (n = gw_broker_presence_format(ev->online, ev->address, ev->conn,
-                                       payload, sizeof(payload))) < 0) {
+                                       p->run, payload, sizeof(payload))) < 0) {
         return; /* cannot happen: ids and addresses are bounded */
     }
     int rc = mosquitto_broker_publish_copy(NULL, topic, n, payload,
@@ -139,6 +143,37 @@ static void publish_presence(struct plugin *p,
                          printable(ev->client_id, idbuf),
                          ev->online ? "online" : "offline",
                          (unsigned long long)ev->conn);
+}
+
+/*
+ * The run, retained on <prefix>/$broker/presence (no client id can be
+ * "$broker"): a gateway that subscribes learns which run is current, so
+ * a retained online of an earlier run (kept by persistence for a device
+ * that has not come back) is not taken for a live connection
+ * (docs/protocol.md section 2.3). Published at start and again to each
+ * gateway account that authenticates, in case persistence brought back an
+ * older one after the first.
+ */
+static void publish_run(struct plugin *p)
+{
+    char topic[GW_BROKER_TOPIC_MAX + 1];
+    char payload[64];
+    int t = snprintf(topic, sizeof(topic), "%s/$broker/presence",
+                     p->opts.topic_prefix);
+    int n = snprintf(payload, sizeof(payload), "{\"run\":%llu}",
+                     (unsigned long long)p->run);
+
+    if (t < 0 || (size_t)t >= sizeof(topic) || n < 0 ||
+        (size_t)n >= sizeof(payload)) {
+        return; /* cannot happen: the prefix is bounded */
+    }
+    int rc = mosquitto_broker_publish_copy(NULL, topic, n, payload,
+                                           PRESENCE_QOS, true, NULL);
+    if (rc != MOSQ_ERR_SUCCESS) {
+        mosquitto_log_printf(MOSQ_LOG_WARNING,
+                             LOG_PREFIX "run not published: %s",
+                             mosquitto_strerror(rc));
+    }
 }
 
 static int on_basic_auth(int event, void *event_data, void *userdata)
@@ -190,6 +225,9 @@ static int on_basic_auth(int event, void *event_data, void *userdata)
                          printable(id, idbuf), address != NULL ? address : "?",
                          gw_broker_auth_text(a));
     publish_presence(p, &ev);
+    if (role == GW_BROKER_ROLE_GATEWAY) {
+        publish_run(p);
+    }
     return MOSQ_ERR_SUCCESS;
 }
 
@@ -519,13 +557,18 @@ GW_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier,
             return rc;
         }
     }
-    mosquitto_log_printf(MOSQ_LOG_INFO,
-                         LOG_PREFIX "devices publish on '%s', per-device "
-                                    "topics '%s/<client_id>/up|down|presence', "
-                                    "at most %lu bytes; revocations on '%s'",
-                         p->opts.device_topic, p->opts.topic_prefix,
-                         (unsigned long)p->opts.max_message_bytes,
-                         p->opts.revoke_topic);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    p->run = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
+    publish_run(p);
+    mosquitto_log_printf(
+        MOSQ_LOG_INFO,
+        LOG_PREFIX "run %llu: devices publish on '%s', "
+                   "per-device "
+                   "topics '%s/<client_id>/up|down|presence', "
+                   "at most %lu bytes; revocations on '%s'",
+        (unsigned long long)p->run, p->opts.device_topic, p->opts.topic_prefix,
+        (unsigned long)p->opts.max_message_bytes, p->opts.revoke_topic);
     *userdata = p;
     return MOSQ_ERR_SUCCESS;
 }

@@ -280,22 +280,25 @@ static size_t json_escape(const char *s, char *out, size_t cap)
 }
 
 int gw_broker_presence_format(bool online, const char *address, uint64_t conn,
-                              char *out, size_t cap)
+                              uint64_t run, char *out, size_t cap)
 {
     char addr[GW_BROKER_TOPIC_MAX];
     int n;
 
     if (!online) {
-        n = snprintf(out, cap, "{\"state\":\"offline\",\"conn\":%" PRIu64 "}",
-                     conn);
+        n = snprintf(out, cap,
+                     "{\"state\":\"offline\",\"conn\":%" PRIu64
+                     ",\"run\":%" PRIu64 "}",
+                     conn, run);
     } else if (json_escape(address != NULL ? address : "", addr,
                            sizeof(addr)) >= sizeof(addr)) {
         return GW_ENOSPC;
     } else {
         n = snprintf(
             out, cap,
-            "{\"state\":\"online\",\"address\":\"%s\",\"conn\":%" PRIu64 "}",
-            addr, conn);
+            "{\"state\":\"online\",\"address\":\"%s\",\"conn\":%" PRIu64
+            ",\"run\":%" PRIu64 "}",
+            addr, conn, run);
     }
     return n >= 0 && (size_t)n < cap ? n : GW_ENOSPC;
 }

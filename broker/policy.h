@@ -118,13 +118,15 @@ GW_MUST_CHECK int gw_broker_topic_make(const struct gw_broker_options *o,
                                        size_t cap);
 
 /*
- * The presence payload: {"state":"online","address":"<ip>","conn":N} or
- * {"state":"offline","conn":N}. conn numbers the broker's accepted
- * connections, so a reader can tell an old connection's news from a new
- * one's. Returns the length written (NUL excluded) or GW_ENOSPC.
+ * The presence payload: {"state":"online","address":"<ip>","conn":N,
+ * "run":R} or {"state":"offline","conn":N,"run":R}. conn numbers the
+ * broker's accepted connections, so a reader can tell an old connection's
+ * news from a new one's; run names the broker's run (conn restarts with
+ * it), so a retained message of a run before a restart is told from one of
+ * this run. Returns the length written (NUL excluded) or GW_ENOSPC.
  */
 GW_MUST_CHECK int gw_broker_presence_format(bool online, const char *address,
-                                            uint64_t conn, char *out,
-                                            size_t cap);
+                                            uint64_t conn, uint64_t run,
+                                            char *out, size_t cap);
 
 #endif /* GW_BROKER_POLICY_H */

@@ -18,6 +18,24 @@ static bool ip_literal(const char *s)
            inet_pton(AF_INET6, s, addr) == 1;
 }
 
+/* A member that must be an integer in 0..2^53-1 when present. */
+static int read_count(const cJSON *item, bool *has, uint64_t *out)
+{
+    double v;
+
+    if (item == NULL) {
+        return 0;
+    }
+    v = item->valuedouble;
+    if (!cJSON_IsNumber(item) || !(v >= 0 && v <= MAX_SAFE_INTEGER) ||
+        v != (double)(uint64_t)v) {
+        return GW_EPROTO;
+    }
+    *has = true;
+    *out = (uint64_t)v;
+    return 0;
+}
+
 static int read_presence(const cJSON *root, struct gw_presence *out)
 {
     const cJSON *state = cJSON_GetObjectItemCaseSensitive(root, "state");
@@ -50,14 +68,10 @@ static int read_presence(const cJSON *root, struct gw_presence *out)
             return GW_EPROTO;
         }
     }
-    if (conn != NULL) {
-        double v = conn->valuedouble;
-        if (!cJSON_IsNumber(conn) || !(v >= 0 && v <= MAX_SAFE_INTEGER) ||
-            v != (double)(uint64_t)v) {
-            return GW_EPROTO;
-        }
-        out->has_conn = true;
-        out->conn = (uint64_t)v;
+    if (read_count(conn, &out->has_conn, &out->conn) != 0 ||
+        read_count(cJSON_GetObjectItemCaseSensitive(root, "run"), &out->has_run,
+                   &out->run) != 0) {
+        return GW_EPROTO;
     }
     return 0;
 }
@@ -84,6 +98,29 @@ int gw_presence_parse(const char *buf, size_t len, struct gw_presence *out)
     cJSON_Delete(root);
     if (err != 0) {
         memset(out, 0, sizeof(*out));
+    }
+    return err;
+}
+
+int gw_presence_run_parse(const char *buf, size_t len, uint64_t *run)
+{
+    cJSON *root = NULL;
+    bool has = false;
+    int err;
+
+    *run = 0;
+    if (buf == NULL) {
+        return GW_EINVAL;
+    }
+    err = gw_json_object_parse(buf, len, GW_PRESENCE_MAX_LEN, &root);
+    if (err == 0 && (read_count(cJSON_GetObjectItemCaseSensitive(root, "run"),
+                                &has, run) != 0 ||
+                     !has || *run == 0)) {
+        err = GW_EPROTO;
+    }
+    cJSON_Delete(root);
+    if (err != 0) {
+        *run = 0;
     }
     return err;
 }

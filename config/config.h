@@ -150,10 +150,11 @@ struct gw_config {
             char *cert_file;
             char *key_file;
         } tls;
-        char *up_topic;       /* with one '+' level for the client id */
-        char *down_topic;     /* with "{client_id}" */
-        char *presence_topic; /* with one '+' level for the client id */
-        char *status_topic;   /* the gateway's own online/offline, or "" */
+        char *up_topic;        /* with one '+' level for the client id */
+        char *down_topic;      /* with "{client_id}" */
+        char *presence_topic;  /* with one '+' level for the client id */
+        char *status_topic;    /* the gateway's own online/offline, or "" */
+        int presence_grace_ms; /* unconfirmed after link-up -> offline */
     } mqtt;
     struct {
         char *bind;

@@ -127,6 +127,10 @@ static const struct gw_config_key mqtt_keys[] = {
             "devices/+/presence", gw__config_check_level_topic),
     KEY_STR("status_topic", MQ(status_topic), GW_CF_RESTART, "",
             gw__config_check_status_topic),
+    /* How long after the link is back a device kept from before may go
+     * unconfirmed by the broker before it counts as offline. */
+    KEY_INT("presence_grace_ms", MQ(presence_grace_ms), GW_CF_RELOAD, 15000,
+            1000, 600000),
 };
 static const struct gw_config_table mqtt_table = TABLE("mqtt", mqtt_keys, 0);
 

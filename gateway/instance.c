@@ -342,6 +342,16 @@ static bool on_device_request(void *arg, struct gw_device *dev,
            gw_mcp_server_device_request(inst->mcp_server, dev, rpc);
 }
 
+/* A device whose presence went unconfirmed past the grace: as when the
+ * broker says offline, its session ends (and with it the record). */
+static void on_device_left(void *arg, struct gw_device *dev)
+{
+    (void)arg;
+    if (dev->session != NULL) {
+        gw_session_end(dev->session, GW_END_DEVICE_OFFLINE);
+    }
+}
+
 static struct gw_metrics_sources metrics_sources(struct gw_instance *inst)
 {
     struct gw_metrics_sources src = {
@@ -519,6 +529,7 @@ static int start_parts(struct gw_instance *inst)
     gw_device_table_set_listener(&inst->devices, on_device_changed, inst);
     gw_device_table_set_request_handler(&inst->devices, on_device_request,
                                         inst);
+    gw_device_table_set_left_handler(&inst->devices, on_device_left, inst);
     rc = start_mqtt(inst);
     if (rc != 0) {
         gw_log(GW_LOG_ERROR, "mqtt", "cannot start the broker link: %s",
@@ -685,6 +696,7 @@ static void close_parts(struct gw_instance *inst)
     }
     gw_device_table_set_listener(&inst->devices, NULL, NULL);
     gw_device_table_set_request_handler(&inst->devices, NULL, NULL);
+    gw_device_table_set_left_handler(&inst->devices, NULL, NULL);
     if (inst->mcp_server != NULL) {
         gw_mcp_server_close(inst->mcp_server, on_mcp_server_closed, inst);
     }

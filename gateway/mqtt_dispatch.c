@@ -1,6 +1,7 @@
 /* Broker messages to sessions, device links and presence; see the .h. */
 #include "gateway/mqtt_dispatch.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -212,7 +213,8 @@ static void on_orphan_message(struct gw_mqtt_dispatch *d, const char *client_id,
  * a goodbye.
  */
 static void on_presence(struct gw_mqtt_dispatch *d, const char *client_id,
-                        const char *subject, const uint8_t *payload, size_t len)
+                        const char *subject, const uint8_t *payload, size_t len,
+                        bool retained)
 {
     struct gw_presence p;
     struct gw_session *s;
@@ -222,7 +224,8 @@ static void on_presence(struct gw_mqtt_dispatch *d, const char *client_id,
         refuse(d, GW_REFUSE_PRESENCE, client_id, subject, gw_strerror(rc));
         return;
     }
-    rc = gw_device_on_presence(d->devices, client_id, &p);
+    rc = retained ? gw_device_on_retained_presence(d->devices, client_id, &p)
+                  : gw_device_on_presence(d->devices, client_id, &p);
     if (rc < 0) {
         refuse(d, GW_REFUSE_PRESENCE, client_id, subject, gw_strerror(rc));
         return;
@@ -238,6 +241,31 @@ static void on_presence(struct gw_mqtt_dispatch *d, const char *client_id,
             gw_session_end(s, GW_END_DEVICE_OFFLINE); /* the record goes */
         }
     }
+}
+
+/* The plugin's run, on the presence topic with "$broker" for a client id
+ * (docs/protocol.md section 2.3): true when topic is that one. */
+static bool broker_run(struct gw_mqtt_dispatch *d, const char *pattern,
+                       const char *topic, const uint8_t *payload, size_t len)
+{
+    const char *cap;
+    size_t cap_len;
+    uint64_t run;
+    int rc;
+
+    if (pattern == NULL || pattern[0] == '\0' ||
+        gw_topic_capture(pattern, topic, strlen(topic), &cap, &cap_len) != 0 ||
+        cap_len != sizeof(GW_PRESENCE_BROKER_LEVEL) - 1 ||
+        memcmp(cap, GW_PRESENCE_BROKER_LEVEL, cap_len) != 0) {
+        return false;
+    }
+    if ((rc = gw_presence_run_parse((const char *)payload, len, &run)) != 0) {
+        refuse(d, GW_REFUSE_PRESENCE, "", "mqtt", gw_strerror(rc));
+        return true;
+    }
+    GW_LOG(GW_LOG_DEBUG, "mqtt", "broker run %" PRIu64, run);
+    gw_device_table_broker_run(d->devices, run);
+    return true;
 }
 
 /* The client id a topic carries under pattern, copied and checked. */
@@ -285,8 +313,9 @@ static void device_message(struct gw_mqtt_dispatch *d, const char *client_id,
                            const uint8_t *payload, size_t len, bool carried,
                            uint64_t rx_ns);
 
-void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
-                              const uint8_t *payload, size_t len, void *arg)
+static void dispatch(struct gw_mqtt_link *link, const char *topic,
+                     const uint8_t *payload, size_t len, void *arg,
+                     bool retained)
 {
     uint64_t rx_ns = uv_hrtime(); /* a turn's listen stop is timed from here */
     struct gw_mqtt_dispatch *d = arg;
@@ -302,7 +331,10 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
     if (!topic_client_id(cfg->mqtt.up_topic, topic, client_id, &id)) {
         if (topic_client_id(cfg->mqtt.presence_topic, topic, client_id, &id)) {
             snprintf(subject, sizeof(subject), "dev=%s", client_id);
-            on_presence(d, client_id, subject, payload, len);
+            on_presence(d, client_id, subject, payload, len, retained);
+            return;
+        }
+        if (broker_run(d, cfg->mqtt.presence_topic, topic, payload, len)) {
             return;
         }
         refuse(d, GW_REFUSE_TOPIC, "", "mqtt",
@@ -310,6 +342,12 @@ void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
         return;
     }
     device_message(d, client_id, &id, payload, len, false, rx_ns);
+}
+
+void gw_mqtt_dispatch_message(struct gw_mqtt_link *link, const char *topic,
+                              const uint8_t *payload, size_t len, void *arg)
+{
+    dispatch(link, topic, payload, len, arg, false);
 }
 
 /*
@@ -403,7 +441,7 @@ void gw_mqtt_dispatch_retained(struct gw_mqtt_link *link, const char *topic,
     struct gw_client_id id;
 
     if (!topic_client_id(cfg->mqtt.up_topic, topic, client_id, &id)) {
-        gw_mqtt_dispatch_message(link, topic, payload, len, arg);
+        dispatch(link, topic, payload, len, arg, true);
         return;
     }
     /* Replayed at every subscribe: a retained hello would otherwise start
@@ -423,9 +461,9 @@ void gw_mqtt_dispatch_state(struct gw_mqtt_link *link, bool up, void *arg)
      * to devices wait in the publisher's outbox, within its bounds. */
     gw_log(up ? GW_LOG_INFO : GW_LOG_WARN, "mqtt", "broker link %s",
            up ? "up" : "down");
-    if (up) {
-        /* The new subscription brings the retained presence of every
-         * device again; a restarted broker numbers connections anew. */
-        gw_device_table_presence_reset(d->devices);
-    }
+    /* Nothing is taken for online that the broker has not said since it
+     * is back: the new subscription replays the retained presence, the
+     * devices that reconnect announce themselves, the rest go offline
+     * after mqtt.presence_grace_ms. */
+    gw_device_table_link_state(d->devices, up);
 }

@@ -62,6 +62,7 @@ enum {
     O_MCP_UPDATE,
     O_MCP_CHANGE,
     O_MCP_BIG,
+    O_MCP_RECONNECT_TOOLS,
     O_IDLE,
     O_CALL,
     O_NO_UDP,
@@ -125,6 +126,7 @@ static const struct option cli_options[] = {
     {"mcp-update-ms", required_argument, NULL, O_MCP_UPDATE},
     {"mcp-change-after-ms", required_argument, NULL, O_MCP_CHANGE},
     {"mcp-big-resource-bytes", required_argument, NULL, O_MCP_BIG},
+    {"mcp-reconnect-tools", required_argument, NULL, O_MCP_RECONNECT_TOOLS},
     {"idle", no_argument, NULL, O_IDLE},
     {"no-udp", no_argument, NULL, O_NO_UDP},
     {"udp-wrong-key", no_argument, NULL, O_UDP_WRONG_KEY},
@@ -225,6 +227,9 @@ void gw_sim_cli_usage(FILE *out)
         "  --mcp-extra-tools N      add N tools (tools/list paging)\n"
         "  --mcp-tool-bytes N       their descriptions N bytes long (a big "
         "catalog)\n"
+        "  --mcp-reconnect-tools N  N extra tools from the first MQTT "
+        "reconnect on\n"
+        "                           (an update while the broker was away)\n"
         "  --mcp-silent             never answer MCP\n"
         "  --mcp-echo-tool          board tool self.sim.echo: answers its "
         "required\n"
@@ -384,6 +389,8 @@ static int parse_number(struct gw_sim_cli *cli, int code, const char *arg)
         N(O_MCP_CHANGE, "mcp-change-after-ms", 0, 3600000, mcp_change_after_ms),
         N(O_MCP_BIG, "mcp-big-resource-bytes", 1, GW_SIM_ESP_BIG_MAX,
           mcp_big_resource_bytes),
+        N(O_MCP_RECONNECT_TOOLS, "mcp-reconnect-tools", 0, 100000,
+          mcp_reconnect_tools),
 #undef N
     };
 

@@ -132,6 +132,7 @@ void gw_sim_device_options_default(struct gw_sim_device_options *o)
     o->end_timeout_ms = 60000;
     o->linger_ms = 500;
     o->mcp_big_resource_bytes = 4096;
+    o->mcp_reconnect_tools = UINT32_MAX;
 }
 
 /* GID_test@@@<random MAC>@@@<random uuid v4>, as a fresh board has. */
@@ -428,6 +429,7 @@ char *gw_sim_result_json(const struct gw_sim_result *r, const char *client_id)
     cJSON_AddStringToObject(o, "stt", r->stt);
     cJSON_AddNumberToObject(o, "turns_done", r->turns_done);
     cJSON_AddNumberToObject(o, "sessions", r->sessions);
+    cJSON_AddNumberToObject(o, "mqtt_reconnects", r->mqtt_reconnects);
     lat = cJSON_AddObjectToObject(o, "latency_ms");
     up = cJSON_AddObjectToObject(o, "uplink");
     down = cJSON_AddObjectToObject(o, "downlink");

@@ -186,6 +186,8 @@ struct gw_sim_result {
     bool goodbye_replied;     /* a goodbye answered ours: a gateway bug */
     uint32_t mcp_answered, mcp_ignored;
     uint32_t mcp_initializes, mcp_lists, mcp_calls, mcp_cancelled;
+    /* MQTT connections after the first (each a new MCP session) */
+    uint32_t mqtt_reconnects;
     bool mcp_vision;          /* an initialize carried capabilities.vision */
     char mcp_vision_url[128]; /* its url */
     /* Its token. */
@@ -290,6 +292,8 @@ struct gw_sim_device_options {
     const char *mcp_remote[16];          /* esp: ENDPOINT:TOOL:{json} calls made
                                             once the first initialize arrived */
     size_t n_mcp_remote;
+    /* extra tools from the first MQTT reconnect on; UINT32_MAX: the same */
+    uint32_t mcp_reconnect_tools;
     bool mcp_remote_init;      /* esp: initialize each endpoint first */
     bool mcp_remote_progress;  /* esp: remote calls carry a progress token */
     bool mcp_string_progress;  /* esp: numeric tokens echoed as strings */

@@ -690,7 +690,16 @@ void gw_sim_dev_on_state(struct gw_mqtt_link *link, bool up, void *arg)
                          gw_sim_dev_state_name(d->state));
         return;
     }
-    if (!d->r.mqtt_connected) {
+    if (d->r.mqtt_connected) {
+        /* A new connection: a new MCP session for the gateway to open. */
+        d->r.mqtt_reconnects++;
+        if (d->o.mcp_reconnect_tools != UINT32_MAX) {
+            d->mcp.extra_tools = d->o.mcp_reconnect_tools;
+        }
+        gw_sim_dev_event(
+            d, "mqtt reconnected (#%" PRIu32 "), %" PRIu32 " extra tools",
+            d->r.mqtt_reconnects, d->mcp.extra_tools);
+    } else {
         d->r.mqtt_connected = true;
         d->r.connect_ms = gw_sim_dev_ms_since(d->t0_ns, uv_hrtime());
         gw_sim_dev_event(d, "mqtt connected to %s:%d as %s", d->host, d->o.port,

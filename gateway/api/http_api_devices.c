@@ -160,6 +160,8 @@ static cJSON *device_json(const struct gw_http_api_env *env,
     cJSON_AddStringToObject(o, "client_id", dev->client_id);
     cJSON_AddStringToObject(o, "label", dev->label);
     cJSON_AddBoolToObject(o, "online", dev->state == GW_DEVICE_KNOWN);
+    cJSON_AddStringToObject(
+        o, "presence", gw_device_confirmed(dev) ? "confirmed" : "unconfirmed");
     gw__api_device_detail(o, dev, now_ms);
     if (s != NULL) {
         cJSON_AddStringToObject(sess, "state", gw_session_state_name(s->state));
@@ -172,8 +174,12 @@ static cJSON *device_json(const struct gw_http_api_env *env,
     }
     cJSON_AddItemToObject(o, "session", sess);
     add_udp(o, env, s);
+    /* Not "ready" on the strength of what the broker said before its
+     * link went: re-read once the broker confirms the device. */
     cJSON_AddStringToObject(mcp, "state",
-                            gw_mcp_state_name(dev->discovery.state));
+                            gw_device_confirmed(dev)
+                                ? gw_mcp_state_name(dev->discovery.state)
+                                : "unconfirmed");
     cJSON_AddNumberToObject(mcp, "tools", gw_tool_cache_count(&dev->tools));
     cJSON_AddBoolToObject(mcp, "complete", gw_tool_cache_complete(&dev->tools));
     cJSON_AddStringToObject(mcp, "list",

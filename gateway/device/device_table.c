@@ -134,6 +134,9 @@ void gw_device_table_init(struct gw_device_table *t, uv_loop_t *loop,
     gw_list_init(&t->reap);
     uv_idle_init(loop, &t->reaper);
     t->reaper.data = t;
+    uv_timer_init(loop, &t->grace);
+    t->grace.data = t;
+    t->epoch = 1; /* records start at 0: unconfirmed until told */
     gw__device_links_init(&t->links, loop, pub, config);
     gw__device_peers_init(&t->peers, &t->links, peers_find, peers_next, t);
     gw__device_discoverer_init(&t->discoverer, &t->links, config,
@@ -152,6 +155,13 @@ void gw_device_table_set_request_handler(struct gw_device_table *t,
 {
     t->on_request = cb;
     t->on_request_arg = arg;
+}
+
+void gw_device_table_set_left_handler(struct gw_device_table *t,
+                                      gw_device_left_cb cb, void *arg)
+{
+    t->on_left = cb;
+    t->on_left_arg = arg;
 }
 
 void gw_device_table_set_owner(struct gw_device_table *t,
@@ -309,6 +319,22 @@ static void discover_if_needed(struct gw_device *d)
     }
 }
 
+/* The device is on a new connection: a new MCP session, whose server
+ * (a rebooted device, esp-mcp's per-session gate) wants initialize
+ * again. Its lists are read anew and replace the old ones. */
+static void rediscover(struct gw_device *d)
+{
+    const struct gw_config *cfg = gw_config_live_get(d->table->config);
+    struct gw_device_table *t = d->table;
+
+    if (t->owns != NULL && !t->owns(t->owns_arg, d->client_id)) {
+        return;
+    }
+    if (cfg->mcp.discover) {
+        gw__device_discovery_start(&d->discovery);
+    }
+}
+
 /*
  * The device is offline: out of the table, its requests ended with why
  * (their callbacks run from here), listeners told, memory reaped when the
@@ -398,19 +424,56 @@ bool gw_device_offline(const struct gw_device_table *t, const char *client_id)
     return o != NULL;
 }
 
+bool gw_device_confirmed(const struct gw_device *dev)
+{
+    return !dev->presence.online || dev->presence.epoch == dev->table->epoch;
+}
+
 /*
  * News about an older connection than the one on record. Brokers publish
  * presence in order, but an EMQX rule may report a taken-over session's
  * disconnect after the new connect; the connection number (the plugin's
- * counter, or EMQX's connected_at) puts them back in order.
+ * counter, or EMQX's connected_at) puts them back in order. The plugin's
+ * numbers restart with each broker run: a later run is newer whatever its
+ * numbers; a broker that names no run restarts them unannounced, so its
+ * numbers order only news heard since the link came back.
  */
 static bool stale(const struct gw_device *d, const struct gw_presence *p)
 {
-    return p->has_conn && d->presence.conn != 0 && p->conn < d->presence.conn;
+    if (p->has_run && d->presence.run != 0 && p->run != d->presence.run) {
+        return p->run < d->presence.run;
+    }
+    return p->has_conn && d->presence.conn != 0 && p->conn < d->presence.conn &&
+           (d->presence.run != 0 || d->presence.epoch == d->table->epoch);
 }
 
-int gw_device_on_presence(struct gw_device_table *t, const char *client_id,
-                          const struct gw_presence *p)
+/* The broker said online since the link came back: shown ready again once
+ * read; a new connection is a new MCP session. */
+static void confirm(struct gw_device *d, bool renew)
+{
+    d->presence.epoch = d->table->epoch;
+    d->presence.pending = false;
+    d->presence.renew = false;
+    if (renew) {
+        rediscover(d);
+    } else {
+        discover_if_needed(d);
+    }
+}
+
+/* A device the broker no longer speaks for: offline as if it said so. */
+static void presence_lost(struct gw_device *d)
+{
+    struct gw_device_table *t = d->table;
+
+    if (d->presence.online) {
+        d->presence.online = false;
+        t->presence_count--;
+    }
+}
+
+static int on_presence(struct gw_device_table *t, const char *client_id,
+                       const struct gw_presence *p, bool retained)
 {
     struct gw_device *d = gw_device_find(t, client_id);
     bool was_online;
@@ -424,46 +487,162 @@ int gw_device_on_presence(struct gw_device_table *t, const char *client_id,
             offline_mark(t, client_id);
             return GW_PRESENCE_SAME;
         }
-        if (d->presence.online) {
-            d->presence.online = false;
-            t->presence_count--;
-        }
+        presence_lost(d);
         d->presence.conn = p->conn;
+        d->presence.run = p->run;
         offline_mark(t, client_id);
         if (d->session == NULL) {
             record_gone(d, GW_MCP_OFFLINE);
         }
         return GW_PRESENCE_LEFT;
     }
+    /* What the broker publishes now names its current run. */
+    if (!retained && p->has_run) {
+        gw_device_table_broker_run(t, p->run);
+    }
     offline_clear(t, client_id);
     if (d == NULL && (d = record_add(t, client_id, &rc)) == NULL) {
         return rc;
     }
     was_online = d->presence.online;
-    /* Connection 0 is unknown (never given, or forgotten at a broker
-     * reconnect): a replayed online message is then no return. */
-    bool newer = d->presence.conn != 0 && p->conn != d->presence.conn;
+    /* Another connection than the one whose MCP session the gateway has:
+     * it starts anew. */
+    bool renew = was_online &&
+                 (p->conn != d->presence.conn || p->run != d->presence.run);
     memcpy(d->presence.address, p->address, sizeof(d->presence.address));
     d->presence.conn = p->conn;
+    d->presence.run = p->run;
     if (!was_online) {
         d->presence.online = true;
         t->presence_count++;
     }
-    discover_if_needed(d);
+    /* A retained online is the broker's word only when it is of the run
+     * the broker is in; until that run is known it waits. One of a broker
+     * that names no run is taken, as it always was. */
+    if (!retained || !p->has_run || p->run == t->broker_run) {
+        confirm(d, renew);
+    } else if (t->broker_run == 0) {
+        d->presence.pending = true;
+        d->presence.renew = d->presence.renew || renew;
+    }
     if (!was_online && d->session == NULL) {
         changed(t, d, GW_DEVICE_CHANGED_PRESENCE);
     }
     return !was_online ? GW_PRESENCE_ARRIVED
-           : newer     ? GW_PRESENCE_RETURNED
+           : renew     ? GW_PRESENCE_RETURNED
                        : GW_PRESENCE_SAME;
 }
 
-void gw_device_table_presence_reset(struct gw_device_table *t)
+int gw_device_on_presence(struct gw_device_table *t, const char *client_id,
+                          const struct gw_presence *p)
 {
-    for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
-        d->presence.conn = 0;
+    return on_presence(t, client_id, p, false);
+}
+
+int gw_device_on_retained_presence(struct gw_device_table *t,
+                                   const char *client_id,
+                                   const struct gw_presence *p)
+{
+    return on_presence(t, client_id, p, true);
+}
+
+/*
+ * Runs are the broker's start times: the highest heard since link-up is
+ * the current one (persistence may replay the run message of the run
+ * before, if it comes first). A record confirmed by a retained online of
+ * a lower run is unconfirmed again: only a live message, always of the
+ * current run, or a retained one of it confirms.
+ */
+void gw_device_table_broker_run(struct gw_device_table *t, uint64_t run)
+{
+    if (run <= t->broker_run) {
+        return;
     }
+    t->broker_run = run;
+    for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
+        if (d->presence.pending && d->presence.run == run) {
+            confirm(d, d->presence.renew);
+        } else if (d->presence.pending) {
+            /* an earlier run's: the device has not come back (yet) */
+            d->presence.pending = false;
+        } else if (d->presence.run != 0 && d->presence.run < run &&
+                   gw_device_confirmed(d)) {
+            d->presence.epoch = t->epoch - 1;
+        }
+    }
+}
+
+/*
+ * The grace after link-up is over: a device the broker has not said
+ * online since is not connected to it (it would have been announced at
+ * its connect, or replayed at subscribe). The ids first, then each
+ * record, since ending a session may take others out of the table.
+ */
+static void on_grace(uv_timer_t *timer)
+{
+    struct gw_device_table *t = timer->data;
+    char(*ids)[GW_CLIENT_ID_MAX + 1] = NULL;
+    size_t n = 0;
+    struct gw_device *d;
+
+    for (d = t->by_id; d != NULL; d = d->hh.next) {
+        n += !gw_device_confirmed(d);
+    }
+    if (n == 0 || (ids = calloc(n, sizeof(*ids))) == NULL) {
+        if (n > 0) {
+            gw_log(GW_LOG_ERROR, "presence",
+                   "out of memory: %zu unconfirmed devices kept", n);
+        }
+        return;
+    }
+    n = 0;
+    for (d = t->by_id; d != NULL; d = d->hh.next) {
+        if (!gw_device_confirmed(d)) {
+            memcpy(ids[n++], d->client_id, sizeof(d->client_id));
+        }
+    }
+    size_t gone = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((d = gw_device_find(t, ids[i])) == NULL || gw_device_confirmed(d)) {
+            continue;
+        }
+        presence_lost(d);
+        t->expired++;
+        gone++;
+        if (d->session == NULL) {
+            record_gone(d, GW_MCP_OFFLINE);
+        } else if (t->on_left != NULL) {
+            t->on_left(t->on_left_arg, d);
+        }
+    }
+    gw_log(GW_LOG_INFO, "presence",
+           "%zu device%s not confirmed by the broker within %d ms of its "
+           "link came back: offline",
+           gone, gone == 1 ? "" : "s",
+           gw_config_live_get(t->config)->mqtt.presence_grace_ms);
+    free(ids);
+}
+
+void gw_device_table_link_state(struct gw_device_table *t, bool up)
+{
+    t->epoch++;
+    t->broker_run = 0;
+    for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
+        d->presence.pending = false;
+        d->presence.renew = false;
+    }
+    if (t->closing) {
+        return;
+    }
+    if (!up) {
+        uv_timer_stop(&t->grace);
+        return;
+    }
+    /* The replay tells again what is offline. */
     offline_clear_all(t);
+    uv_timer_start(
+        &t->grace, on_grace,
+        (uint64_t)gw_config_live_get(t->config)->mqtt.presence_grace_ms, 0);
 }
 
 /* ---- sessions ---- */
@@ -696,6 +875,13 @@ static void on_reaper_closed(uv_handle_t *handle)
     }
 }
 
+static void on_grace_closed(uv_handle_t *handle)
+{
+    struct gw_device_table *t = handle->data;
+
+    uv_close((uv_handle_t *)&t->reaper, on_reaper_closed);
+}
+
 void gw_device_table_close(struct gw_device_table *t,
                            void (*cb)(struct gw_device_table *t, void *arg),
                            void *arg)
@@ -720,5 +906,5 @@ void gw_device_table_close(struct gw_device_table *t,
     offline_clear_all(t);
     gw__device_links_close(&t->links);
     uv_idle_stop(&t->reaper);
-    uv_close((uv_handle_t *)&t->reaper, on_reaper_closed);
+    uv_close((uv_handle_t *)&t->grace, on_grace_closed);
 }

@@ -72,7 +72,13 @@ struct gw_device_presence {
     bool online;                               /* the broker says so */
     char address[GW_PRESENCE_ADDRESS_MAX + 1]; /* "" when not known */
     uint64_t conn;                             /* the broker's, or 0 */
+    uint64_t run;      /* the broker run conn belongs to, or 0 */
     uint64_t since_ms; /* loop time the record was made */
+    /* The table's link epoch in which the broker last said online: the
+     * device is confirmed while it is the table's (gw_device_confirmed). */
+    uint32_t epoch;
+    bool pending; /* a retained online of a run not yet known current */
+    bool renew;   /* ... naming another connection than the one on record */
 };
 
 struct gw_device {
@@ -108,6 +114,11 @@ typedef void (*gw_device_changed_cb)(void *arg, const struct gw_device *dev,
 typedef bool (*gw_device_request_cb)(void *arg, struct gw_device *dev,
                                      const struct gw_rpc *rpc);
 
+/* A device the table takes offline by itself (its presence unconfirmed
+ * past mqtt.presence_grace_ms) while a session holds it: the callee ends
+ * the session, which lets go of the record. */
+typedef void (*gw_device_left_cb)(void *arg, struct gw_device *dev);
+
 /* A device the broker last said is offline, while it has no record. */
 struct gw_device_offline;
 
@@ -132,6 +143,15 @@ struct gw_device_table {
     bool (*owns)(void *arg, const char *client_id);
     void *owns_arg;
     struct gw_mcp_peers peers; /* who listens to the devices' MCP servers */
+    /* Presence since the broker link came back (docs/protocol.md section
+     * 2.3): bumped at each link change, so every record the broker had
+     * said online is unconfirmed at once, without a pass. */
+    uint32_t epoch;
+    uint64_t broker_run; /* the broker's current run, 0: not known yet */
+    uv_timer_t grace;    /* link-up + mqtt.presence_grace_ms */
+    uint64_t expired;    /* records taken offline unconfirmed, in all */
+    gw_device_left_cb on_left;
+    void *on_left_arg;
     bool closing;
     void (*close_cb)(struct gw_device_table *t, void *arg);
     void *close_arg;
@@ -185,18 +205,41 @@ struct gw_session *gw_device_session(const struct gw_device_table *t,
 
 /*
  * A parsed presence message for client_id (already checked to be a
- * device id). Returns the change (>= 0), GW_ELIMIT when the table is full
- * or GW_ENOMEM. A device that arrives starts its discovery; one that left
- * goes offline unless a session still holds it (the caller ends that
+ * device id), as the broker publishes it now (a new connection, or a
+ * connection's end). Returns the change (>= 0), GW_ELIMIT when the table
+ * is full or GW_ENOMEM. A device that arrives starts its discovery, one
+ * on a new connection its discovery again (a new MCP session); one that
+ * left goes offline unless a session still holds it (the caller ends that
  * session, which lets go of the record).
  */
 int gw_device_on_presence(struct gw_device_table *t, const char *client_id,
                           const struct gw_presence *p);
+/* The same, replayed from the broker's retained state at subscribe: an
+ * online of another broker run than the current one confirms nothing. */
+int gw_device_on_retained_presence(struct gw_device_table *t,
+                                   const char *client_id,
+                                   const struct gw_presence *p);
+/* The broker's run message ($broker): the current run, so the retained
+ * onlines waiting for it are confirmed or not. O(n) once per run. */
+void gw_device_table_broker_run(struct gw_device_table *t, uint64_t run);
 
-/* The broker link came back: connection numbers restart with a broker
- * restart, so the ones on record no longer order anything, and what was
- * known to be offline is learnt again from the replayed presence. */
-void gw_device_table_presence_reset(struct gw_device_table *t);
+/*
+ * The broker link went or came back: every device the broker had said
+ * online is unconfirmed until the broker says so again; once the link is
+ * up, the ones still unconfirmed after mqtt.presence_grace_ms go offline
+ * (a session holding one is ended through the left handler). What was
+ * known to be offline is learnt again from the replayed presence.
+ */
+void gw_device_table_link_state(struct gw_device_table *t, bool up);
+
+/* Whether the broker said the device is online since its link came back
+ * (or it is known from a session alone, with nothing to confirm). */
+bool gw_device_confirmed(const struct gw_device *dev);
+
+/* Who ends the session of a device the table takes offline; NULL: none
+ * (the record then stays until its session ends). */
+void gw_device_table_set_left_handler(struct gw_device_table *t,
+                                      gw_device_left_cb cb, void *arg);
 
 /*
  * Whether the broker's latest word on client_id is offline (and nothing

@@ -443,6 +443,8 @@ void gw__device_discovery_start(struct gw_mcp_discovery *disc)
     }
     gw_tool_cache_begin(disc->cache);
     if (d->running >= (unsigned)config_of(disc)->mcp.discover_concurrency) {
+        /* Waiting: not "ready" for lists it is about to read again. */
+        disc->state = GW_MCP_IDLE;
         gw_list_insert_tail(&d->queue, &disc->queue_node);
         return;
     }

@@ -1,7 +1,8 @@
 /*
  * Presence parser. Invariants: an accepted payload has a state and an
  * address that is empty or an IP literal without header-breaking bytes;
- * a refused one leaves the result zeroed.
+ * a refused one leaves the result zeroed. The broker's run message
+ * parser on the same bytes: a run only when accepted, never 0.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,10 +29,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
             }
         }
-        if (p.conn > 9007199254740991ull || (!p.has_conn && p.conn != 0)) {
+        if (p.conn > 9007199254740991ull || (!p.has_conn && p.conn != 0) ||
+            p.run > 9007199254740991ull || (!p.has_run && p.run != 0)) {
             abort();
         }
-    } else if (p.online || n != 0 || p.has_conn || p.conn != 0) {
+    } else if (p.online || n != 0 || p.has_conn || p.conn != 0 || p.has_run ||
+               p.run != 0) {
+        abort();
+    }
+    uint64_t run;
+    err = gw_presence_run_parse((const char *)data, size, &run);
+    if ((err == 0) != (run != 0) || run > 9007199254740991ull) {
         abort();
     }
     return 0;

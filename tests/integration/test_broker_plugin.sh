@@ -66,6 +66,9 @@ plugin_opt_gateway_status_topic devices/gw/presence" \
 start_plugin_broker broker "plugin_opt_gateway_status_topic hybridgw/it/status" ||
     bail "the broker starts with the plugin"
 BLOG=$GW_TMP/broker.log
+# The broker's run, in every presence message (docs/protocol.md 2.3).
+RUN=$(grep -oE 'hybridgw_broker: run [0-9]+' "$BLOG" | head -n 1 | awk '{print $3}')
+check "the plugin names its run ($RUN)" test -n "$RUN"
 
 # password CLIENT_ID [USERNAME]: the xiaozhi password of a device.
 password() {
@@ -150,7 +153,7 @@ presence_count() {
 # wait_state CLIENT_ID STATE CONN: waits for that presence message.
 wait_state() {
     wait_for_line "$PRES" \
-        "^devices/$1/presence \\{\"state\":\"$2\".*\"conn\":$3\\}\$"
+        "^devices/$1/presence \\{\"state\":\"$2\".*\"conn\":$3,\"run\":$RUN\\}\$"
 }
 
 echo "# 2. auth: refusals are logged with the client id and the reason"
@@ -208,7 +211,9 @@ check "... and logged as a device" grep -qF \
     "$BLOG"
 check "its end is announced" wait_state "$good" offline '[0-9]+'
 check "refused clients and the gateway account announce no presence" \
-    same <(cut -d/ -f2 "$PRES" | sort -u) "$good"
+    same <(cut -d/ -f2 "$PRES" | sort -u) "$(printf '%s\n' "$good" '$broker' | sort)"
+check "the gateway account's login republishes the run, retained" \
+    grep -qxF "devices/\$broker/presence {\"run\":$RUN}" "$PRES"
 
 echo "# 3. ACLs: a device touches only its own topics"
 dev_a=$(dev_id 10) dev_b=$(dev_id 11) dev_d=$(dev_id 12)
@@ -419,24 +424,24 @@ check "the new connection still gets its downlink" \
 check "a new subscriber reads the retained state: online, newer conn" \
     same <(gw_sub -i it-gw-fresh -C 1 -W "$GW_WAIT_S" -F '%r %p' \
         -t "devices/$dev_h/presence") \
-    "1 {\"state\":\"online\",\"address\":\"127.0.0.1\",\"conn\":$h2_conn}"
+    "1 {\"state\":\"online\",\"address\":\"127.0.0.1\",\"conn\":$h2_conn,\"run\":$RUN}"
 kill_quietly TERM "$h2_pid"
 check "the new connection's end is announced" \
     wait_state "$dev_h" offline "$h2_conn"
 check "nothing for the replaced or the refused connection" \
     same <(presence "$dev_h") \
-    "{\"state\":\"online\",\"address\":\"127.0.0.1\",\"conn\":$h1_conn}
-{\"state\":\"online\",\"address\":\"127.0.0.1\",\"conn\":$h2_conn}
-{\"state\":\"offline\",\"conn\":$h2_conn}"
+    "{\"state\":\"online\",\"address\":\"127.0.0.1\",\"conn\":$h1_conn,\"run\":$RUN}
+{\"state\":\"online\",\"address\":\"127.0.0.1\",\"conn\":$h2_conn,\"run\":$RUN}
+{\"state\":\"offline\",\"conn\":$h2_conn,\"run\":$RUN}"
 all_ids=("$good" "$dev_a" "$dev_b" "$dev_d" "$dev_c" "$dev_s" "$dev_n" "$dev_e"
     "$dev_f" "$dev_g" "$dev_h")
-check "a gateway subscribing now gets every device's last state, retained" \
-    same <(gw_sub -i it-gw-restart -C "${#all_ids[@]}" -W "$GW_WAIT_S" -F '%r %t %p' \
+check "a gateway subscribing now gets every device's last state and the run, retained" \
+    same <(gw_sub -i it-gw-restart -C "$((${#all_ids[@]} + 1))" -W "$GW_WAIT_S" -F '%r %t %p' \
         -t 'devices/+/presence' | sort) \
-    "$(for id in "${all_ids[@]}"; do
+    "$( (for id in "${all_ids[@]}"; do
         printf '1 devices/%s/presence %s\n' "$id" \
             "$(presence "$id" | tail -n 1)"
-    done | sort)"
+    done; printf '1 devices/$broker/presence {"run":%s}\n' "$RUN") | sort)"
 
 echo "# 9. device publishes: never retained"
 dev_r=$(dev_id 40)

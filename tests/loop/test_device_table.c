@@ -285,36 +285,151 @@ static void test_presence_bad_id(void **state)
     assert_int_equal(T.n_events, 0);
 }
 
-/* A restarted broker numbers connections anew: after a reset the numbers
- * on record order nothing, and the next news applies. */
-static void test_presence_reset(void **state)
+/* A presence message as the broker replays it at subscribe (retained),
+ * with the plugin's run. */
+static int replayed(const char *client_id, uint64_t conn, uint64_t run)
+{
+    struct gw_presence p = {.online = true,
+                            .has_conn = true,
+                            .conn = conn,
+                            .has_run = run != 0,
+                            .run = run};
+
+    return gw_device_on_retained_presence(&T.t, client_id, &p);
+}
+
+static int live(const char *client_id, uint64_t conn, uint64_t run)
+{
+    struct gw_presence p = {.online = true,
+                            .has_conn = true,
+                            .conn = conn,
+                            .has_run = run != 0,
+                            .run = run};
+
+    return gw_device_on_presence(&T.t, client_id, &p);
+}
+
+/* The grace after link-up, shortened for the test. */
+static void set_grace_ms(int ms)
+{
+    ((struct gw_config *)gw_config_live_get(&T.config))
+        ->mqtt.presence_grace_ms = ms;
+}
+
+/*
+ * A broker that names no run restarts its numbers unannounced: once its
+ * link went, the numbers on record order nothing, every device is
+ * unconfirmed, and the next news applies (another number: a new
+ * connection). What stays unconfirmed past the grace goes offline.
+ */
+static void test_presence_link(void **state)
 {
     struct gw_device *d;
 
     (void)state;
     start("{\"discover\":false}");
+    set_grace_ms(1000);
     assert_int_equal(presence(DEV, true, "10.1.2.3", 7), GW_PRESENCE_ARRIVED);
     assert_int_equal(presence(DEV2, true, "10.1.2.4", 9), GW_PRESENCE_ARRIVED);
     d = gw_device_find(&T.t, DEV);
-    /* Before the reset, lower numbers are stale. */
+    assert_true(gw_device_confirmed(d));
+    /* While the link is up, lower numbers are stale. */
     assert_int_equal(presence(DEV, true, "10.5.5.5", 3), GW_PRESENCE_SAME);
     assert_int_equal(presence(DEV, false, "", 3), GW_PRESENCE_SAME);
     assert_string_equal(d->presence.address, "10.1.2.3");
 
-    gw_device_table_presence_reset(&T.t);
-    assert_int_equal(d->presence.conn, 0);
-    assert_int_equal(gw_device_find(&T.t, DEV2)->presence.conn, 0);
-    /* The replayed online state is no return (not counted as one), but
-     * its address and number are taken. */
-    assert_int_equal(presence(DEV, true, "10.5.5.5", 3), GW_PRESENCE_SAME);
-    assert_string_equal(d->presence.address, "10.5.5.5");
+    gw_device_table_link_state(&T.t, false);
+    assert_false(gw_device_confirmed(d));
+    assert_false(gw_device_confirmed(gw_device_find(&T.t, DEV2)));
+    gw_device_table_link_state(&T.t, true);
+    assert_false(gw_device_confirmed(d));
+    /* The replay: another number, a new connection, taken. */
+    assert_int_equal(replayed(DEV, 3, 0), GW_PRESENCE_RETURNED);
+    assert_true(gw_device_confirmed(d));
+    assert_string_equal(d->presence.address, "");
     assert_int_equal(d->presence.conn, 3);
     assert_int_equal(presence(DEV, false, "", 2), GW_PRESENCE_SAME); /* stale */
-    assert_int_equal(presence(DEV2, false, "", 1), GW_PRESENCE_LEFT);
-    assert_null(gw_device_find(&T.t, DEV2));
-    assert_int_equal(presence(DEV, false, "", 3), GW_PRESENCE_LEFT);
-    assert_int_equal(gw_device_table_online(&T.t), 0);
-    assert_int_equal(T.t.presence_count, 0);
+    /* DEV2 is never said online again: offline after the grace. */
+    T.n_events = 0;
+    GW_FIXTURE_RUN_UNTIL(&T.fx, gw_device_find(&T.t, DEV2) == NULL);
+    assert_true(T.t.expired == 1);
+    assert_int_equal(T.n_events, 1);
+    assert_int_equal(T.events[0].state, GW_DEVICE_GONE);
+    assert_string_equal(T.events[0].client_id, DEV2);
+    assert_non_null(gw_device_find(&T.t, DEV));
+    assert_int_equal(gw_device_table_online(&T.t), 1);
+    assert_int_equal(T.t.presence_count, 1);
+}
+
+/*
+ * With the plugin's run: a retained online of the run before a restart
+ * (kept by persistence) confirms nothing; one of the current run does,
+ * also when the run is learnt after it; a later run is newer whatever its
+ * connection numbers, and a new connection is a new MCP session.
+ */
+static void test_presence_runs(void **state)
+{
+    struct gw_device *d, *d2;
+
+    (void)state;
+    start("{\"discover\":true,\"discover_concurrency\":1}");
+    set_grace_ms(1000);
+    gw_device_table_link_state(&T.t, true);
+    assert_int_equal(live(DEV, 40, 100), GW_PRESENCE_ARRIVED);
+    d = gw_device_find(&T.t, DEV);
+    assert_true(gw_device_confirmed(d));
+    assert_int_equal(d->discovery.state, GW_MCP_INITIALIZING);
+    assert_true(answer_latest(d, "\"result\":{\"protocolVersion\":"
+                                 "\"2024-11-05\",\"capabilities\":{}}"));
+    assert_true(answer_latest(d, "\"result\":{\"tools\":[]}"));
+    assert_int_equal(d->discovery.state, GW_MCP_READY);
+    unsigned inits = d->link.next_id;
+
+    /* The broker restarts (run 200) with persistence. */
+    gw_device_table_link_state(&T.t, false);
+    gw_device_table_link_state(&T.t, true);
+    assert_int_equal(replayed(DEV, 40, 100), GW_PRESENCE_SAME);
+    assert_false(gw_device_confirmed(d));
+    assert_true(d->presence.pending);
+    assert_int_equal(replayed(DEV2, 2, 200), GW_PRESENCE_ARRIVED);
+    d2 = gw_device_find(&T.t, DEV2);
+    assert_false(gw_device_confirmed(d2));
+    assert_int_equal(d2->discovery.state, GW_MCP_IDLE); /* not asked yet */
+    assert_int_equal(replayed(DEV3, 7, 100), GW_PRESENCE_ARRIVED);
+    gw_device_table_broker_run(&T.t, 200);
+    assert_true(gw_device_confirmed(d2));
+    assert_int_equal(d2->discovery.state, GW_MCP_INITIALIZING);
+    assert_false(gw_device_confirmed(d));
+    assert_false(gw_device_confirmed(gw_device_find(&T.t, DEV3)));
+    /* DEV comes back: run 200 is newer than 100 despite its number. */
+    assert_int_equal(live(DEV, 1, 200), GW_PRESENCE_RETURNED);
+    assert_true(gw_device_confirmed(d));
+    /* Its new MCP session waits for a discovery slot: not "ready". */
+    assert_int_equal(d->discovery.state, GW_MCP_IDLE);
+    assert_true(d->link.next_id == inits);
+    /* News of the old run is stale now. */
+    assert_int_equal(live(DEV, 50, 100), GW_PRESENCE_SAME);
+    assert_int_equal(d->presence.conn, 1);
+    /* DEV3 never comes back. */
+    GW_FIXTURE_RUN_UNTIL(&T.fx, gw_device_find(&T.t, DEV3) == NULL);
+    assert_true(T.t.expired == 1);
+    assert_non_null(gw_device_find(&T.t, DEV));
+    assert_non_null(gw_device_find(&T.t, DEV2));
+
+    /* Persistence may replay the run message of the run before first:
+     * what it confirmed is unconfirmed once the current run is heard, and
+     * a lower run heard later changes nothing. */
+    gw_device_table_link_state(&T.t, false);
+    gw_device_table_link_state(&T.t, true);
+    gw_device_table_broker_run(&T.t, 200);
+    assert_int_equal(replayed(DEV2, 2, 200), GW_PRESENCE_SAME);
+    assert_true(gw_device_confirmed(d2));
+    gw_device_table_broker_run(&T.t, 300);
+    assert_false(gw_device_confirmed(d2));
+    gw_device_table_broker_run(&T.t, 200);
+    assert_true(T.t.broker_run == 300);
+    assert_int_equal(replayed(DEV2, 2, 200), GW_PRESENCE_SAME);
+    assert_false(gw_device_confirmed(d2));
 }
 
 /* ---- sessions --------------------------------------------------------- */
@@ -343,7 +458,7 @@ static void test_offline_marks(void **state)
     assert_true(gw_device_offline(&T.t, DEV));
     assert_int_equal(presence(DEV2, false, "", 1), GW_PRESENCE_SAME);
     assert_int_equal(T.t.n_offline, 2);
-    gw_device_table_presence_reset(&T.t);
+    gw_device_table_link_state(&T.t, true);
     assert_false(gw_device_offline(&T.t, DEV));
     assert_false(gw_device_offline(&T.t, DEV2));
     assert_int_equal(T.t.n_offline, 0);
@@ -768,7 +883,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_presence_bad_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_label_clash, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_presence_reset, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_presence_link, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_presence_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offline_marks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_makes_record, setup,
                                         teardown),

@@ -534,30 +534,32 @@ static void test_presence_format(void **state)
     char out[128];
     (void)state;
 
-    int n = gw_broker_presence_format(true, "127.0.0.1", 7, out, sizeof(out));
+    int n =
+        gw_broker_presence_format(true, "127.0.0.1", 7, 9, out, sizeof(out));
     assert_int_equal(n, (int)strlen(out));
     assert_string_equal(out, "{\"state\":\"online\",\"address\":\"127.0.0.1\","
-                             "\"conn\":7}");
-    assert_true(
-        gw_broker_presence_format(false, "ignored", 7, out, sizeof(out)) > 0);
-    assert_string_equal(out, "{\"state\":\"offline\",\"conn\":7}");
-    assert_true(gw_broker_presence_format(true, "::1", 1, out, sizeof(out)) >
+                             "\"conn\":7,\"run\":9}");
+    assert_true(gw_broker_presence_format(false, "ignored", 7, 9, out,
+                                          sizeof(out)) > 0);
+    assert_string_equal(out, "{\"state\":\"offline\",\"conn\":7,\"run\":9}");
+    assert_true(gw_broker_presence_format(true, "::1", 1, 9, out, sizeof(out)) >
                 0);
     assert_string_equal(
-        out, "{\"state\":\"online\",\"address\":\"::1\",\"conn\":1}");
-    assert_true(gw_broker_presence_format(true, NULL, 2, out, sizeof(out)) > 0);
-    assert_string_equal(out,
-                        "{\"state\":\"online\",\"address\":\"\",\"conn\":2}");
+        out, "{\"state\":\"online\",\"address\":\"::1\",\"conn\":1,\"run\":9}");
+    assert_true(gw_broker_presence_format(true, NULL, 2, 9, out, sizeof(out)) >
+                0);
+    assert_string_equal(
+        out, "{\"state\":\"online\",\"address\":\"\",\"conn\":2,\"run\":9}");
     /* Addresses are the broker's text: escaped, never trusted as JSON. */
-    assert_true(
-        gw_broker_presence_format(true, "a\"b\\c\n", 3, out, sizeof(out)) > 0);
+    assert_true(gw_broker_presence_format(true, "a\"b\\c\n", 3, 9, out,
+                                          sizeof(out)) > 0);
     assert_string_equal(out, "{\"state\":\"online\",\"address\":"
-                             "\"a\\\"b\\\\c\\u000a\",\"conn\":3}");
-    assert_int_equal(gw_broker_presence_format(true, "127.0.0.1", 7, out, 20),
+                             "\"a\\\"b\\\\c\\u000a\",\"conn\":3,\"run\":9}");
+    assert_int_equal(
+        gw_broker_presence_format(true, "127.0.0.1", 7, 9, out, 20), GW_ENOSPC);
+    assert_int_equal(gw_broker_presence_format(false, NULL, 7, 9, out, 36),
                      GW_ENOSPC);
-    assert_int_equal(gw_broker_presence_format(false, NULL, 7, out, 28),
-                     GW_ENOSPC);
-    assert_int_equal(gw_broker_presence_format(false, NULL, 7, out, 29), 28);
+    assert_int_equal(gw_broker_presence_format(false, NULL, 7, 9, out, 37), 36);
 }
 
 int main(void)

@@ -102,12 +102,39 @@ static void test_limits(void **state)
     assert_int_equal(gw_presence_parse("{}", 2, NULL), GW_EINVAL);
 }
 
+/* The broker run: in a presence message, and alone on $broker. */
+static void test_run(void **state)
+{
+    static const char with_run[] =
+        "{\"state\":\"online\",\"conn\":3,\"run\":1790000000000}";
+    struct gw_presence p;
+    uint64_t run;
+
+    (void)state;
+    assert_int_equal(gw_presence_parse(with_run, strlen(with_run), &p), 0);
+    assert_true(p.has_run);
+    assert_true(p.run == 1790000000000ull);
+    assert_int_equal(
+        gw_presence_parse("{\"state\":\"online\",\"run\":-1}", 27, &p),
+        GW_EPROTO);
+    assert_false(p.has_run);
+    assert_int_equal(gw_presence_run_parse("{\"run\":42}", 10, &run), 0);
+    assert_true(run == 42);
+    assert_int_equal(gw_presence_run_parse("{\"run\":0}", 9, &run), GW_EPROTO);
+    assert_int_equal(gw_presence_run_parse("{\"run\":\"1\"}", 11, &run),
+                     GW_EPROTO);
+    assert_int_equal(gw_presence_run_parse("{}", 2, &run), GW_EPROTO);
+    assert_true(run == 0);
+    assert_int_equal(gw_presence_run_parse("nope", 4, &run), GW_EMALFORMED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accepted),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_run),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
