@@ -168,7 +168,9 @@ static void test_label_clash(void **state)
     assert_int_equal(presence(DEV, true, "10.1.2.3", 1), GW_PRESENCE_ARRIVED);
     a = gw_device_find(&T.t, DEV);
     assert_non_null(a);
+    HASH_DELETE(label_hh, T.t.by_label, a); /* filed under its label */
     memcpy(a->label, taken, sizeof(taken));
+    HASH_ADD(label_hh, T.t.by_label, label, strlen(a->label), a);
     assert_int_equal(presence(DEV2, true, "10.1.2.4", 2), GW_PRESENCE_ARRIVED);
     b = gw_device_find(&T.t, DEV2);
     assert_non_null(b);
