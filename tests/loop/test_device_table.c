@@ -609,8 +609,8 @@ static void test_listener_told_of_tools(void **state)
     /* Answers are consumed by the table, whoever waits for them. */
     assert_true(answer_latest(d, init_result));
     assert_int_equal(d->discovery.state, GW_MCP_LISTING);
-    assert_string_equal(d->discovery.server_name, "fw");
-    assert_string_equal(d->discovery.server_version, "1.2");
+    assert_string_equal(d->catalog.info.name, "fw");
+    assert_string_equal(d->catalog.info.server_ver, "1.2");
     assert_int_equal(d->link.n_pending, 1);
     assert_true(d->link.next_id != init_id);
     assert_int_equal(T.n_events, 1);
