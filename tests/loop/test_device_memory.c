@@ -24,7 +24,8 @@
 #endif
 #endif
 #ifdef GW_ASAN
-#include <sanitizer/allocator_interface.h>
+/* The sanitizer's count (its header is not always installed). */
+size_t __sanitizer_get_current_allocated_bytes(void);
 #else
 #include <malloc.h>
 #endif
