@@ -184,18 +184,17 @@ struct gw_device *gw_device_find(const struct gw_device_table *t,
 struct gw_device *gw_device_find_label(const struct gw_device_table *t,
                                        const char *label)
 {
-    for (struct gw_device *d = t->by_id; d != NULL; d = d->hh.next) {
-        if (strcmp(d->label, label) == 0) {
-            return d;
-        }
-    }
-    return NULL;
+    struct gw_device *d = NULL;
+
+    HASH_FIND(label_hh, t->by_label, label, strlen(label), d);
+    return d;
 }
 
 /*
  * A label another record already holds (a hash collision: not to be
  * found, but not to be trusted either) is refused to the newcomer: its
  * items get no name on /mcp, so the first device is never shadowed.
+ * Found by index: a fleet coming back at once makes a record per device.
  */
 static void label_claim(struct gw_device_table *t, struct gw_device *d)
 {
@@ -203,6 +202,10 @@ static void label_claim(struct gw_device_table *t, struct gw_device *d)
     char subject[GW_CLIENT_ID_MAX + 8];
 
     if (other == NULL) {
+        HASH_ADD(label_hh, t->by_label, label, strlen(d->label), d);
+        if (!GW_HASH_ADDED(d, label_hh)) {
+            d->label[0] = '\0'; /* not findable: no name on /mcp */
+        }
         return;
     }
     t->links.stats.label_clashes++;
@@ -253,6 +256,13 @@ uv_loop_t *gw_device_table_loop(const struct gw_device_table *t)
     return t->loop;
 }
 
+static void label_drop(struct gw_device_table *t, struct gw_device *d)
+{
+    if (d->label[0] != '\0') {
+        HASH_DELETE(label_hh, t->by_label, d);
+    }
+}
+
 /* A new online record (not yet discovering); NULL with *rc set. */
 static struct gw_device *record_add(struct gw_device_table *t,
                                     const char *client_id, int *rc)
@@ -294,6 +304,7 @@ static struct gw_device *record_add(struct gw_device_table *t,
                               &d->tools, &d->catalog);
     HASH_ADD_STR(t->by_id, client_id, d);
     if (!GW_HASH_ADDED(d, hh)) {
+        label_drop(t, d);
         free(d);
         *rc = GW_ENOMEM;
         return NULL;
@@ -348,6 +359,7 @@ static void record_gone(struct gw_device *d, enum gw_mcp_outcome why)
     GW_ASSERT(d->session == NULL);
     d->state = GW_DEVICE_GONE;
     HASH_DEL(t->by_id, d);
+    label_drop(t, d);
     t->count--;
     if (d->presence.online) {
         d->presence.online = false;

@@ -83,6 +83,7 @@ struct gw_device_presence {
 
 struct gw_device {
     UT_hash_handle hh;        /* in the table, by client_id (KNOWN) */
+    UT_hash_handle label_hh;  /* in the table by label, unless "" (KNOWN) */
     struct gw_list reap_node; /* on the reap list (GONE) */
     enum gw_device_state state;
     struct gw_device_table *table;
@@ -125,7 +126,8 @@ struct gw_device_offline;
 struct gw_device_table {
     uv_loop_t *loop;
     const struct gw_config_live *config;
-    struct gw_device *by_id; /* uthash by client_id: KNOWN records */
+    struct gw_device *by_id;    /* uthash by client_id: KNOWN records */
+    struct gw_device *by_label; /* uthash by label: those that have one */
     unsigned count;
     unsigned presence_count;           /* records the broker says are online */
     struct gw_device_offline *offline; /* uthash by client_id */
@@ -195,7 +197,7 @@ const char *gw_presence_change_name(enum gw_presence_change change);
 /* An online device by client id, or NULL. */
 struct gw_device *gw_device_find(const struct gw_device_table *t,
                                  const char *client_id);
-/* An online device by its label (codec/mcp_tools.h), or NULL. O(n). */
+/* An online device by its label (codec/mcp_tools.h), or NULL. */
 struct gw_device *gw_device_find_label(const struct gw_device_table *t,
                                        const char *label);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gateway/device/mcp_catalog_int.h"
+#include "gateway/device/shared_lists_int.h"
 
 void gw__device_catalog_init(struct gw_mcp_catalog *c)
 {
@@ -16,7 +17,7 @@ void gw__device_catalog_init(struct gw_mcp_catalog *c)
 void gw__device_catalog_clear(struct gw_mcp_catalog *c)
 {
     for (size_t i = 0; i < GW_MCP_LIST_COUNT_; i++) {
-        cJSON_Delete(c->lists[i].items);
+        gw__device_list_unshare(c->lists[i].items);
     }
     gw__device_catalog_init(c);
 }
@@ -37,9 +38,10 @@ void gw_mcp_catalog_set(struct gw_mcp_catalog *c, enum gw_mcp_list_kind kind,
                         cJSON *items, bool truncated)
 {
     struct gw_mcp_list *l = &c->lists[kind];
+    const cJSON *old = l->items;
 
-    cJSON_Delete(l->items);
-    l->items = items;
+    l->items = gw__device_list_share(items);
+    gw__device_list_unshare(old);
     l->state = truncated ? GW_TOOL_LIST_TRUNCATED : GW_TOOL_LIST_COMPLETE;
     c->serial++;
 }
@@ -48,7 +50,7 @@ void gw_mcp_catalog_fail(struct gw_mcp_catalog *c, enum gw_mcp_list_kind kind)
 {
     struct gw_mcp_list *l = &c->lists[kind];
 
-    cJSON_Delete(l->items);
+    gw__device_list_unshare(l->items);
     l->items = NULL;
     l->state = GW_TOOL_LIST_FAILED;
     c->serial++;
@@ -59,7 +61,7 @@ void gw_mcp_catalog_clear_list(struct gw_mcp_catalog *c,
 {
     struct gw_mcp_list *l = &c->lists[kind];
 
-    cJSON_Delete(l->items);
+    gw__device_list_unshare(l->items);
     l->items = NULL;
     l->state = GW_TOOL_LIST_NONE;
     c->serial++;

@@ -27,7 +27,7 @@
 
 struct gw_mcp_list {
     enum gw_tool_list_state state; /* as a tool list's */
-    cJSON *items;                  /* as listed, or NULL */
+    const cJSON *items; /* as listed, or NULL: shared (tool_cache.h) */
 };
 
 struct gw_mcp_catalog {
@@ -41,7 +41,8 @@ struct gw_mcp_catalog {
 void gw_mcp_catalog_set_info(struct gw_mcp_catalog *c,
                              const struct gw_mcp_server_info *info);
 
-/* A list is being read again / was read (items moved in) / failed. */
+/* A list is being read again / was read (items moved in, kept as
+ * gw_tool_cache_set keeps tools) / failed. */
 void gw_mcp_catalog_begin(struct gw_mcp_catalog *c, enum gw_mcp_list_kind kind);
 void gw_mcp_catalog_set(struct gw_mcp_catalog *c, enum gw_mcp_list_kind kind,
                         cJSON *items, bool truncated);

@@ -312,9 +312,6 @@ static void on_init_reply(void *arg, const struct gw_mcp_reply *reply)
         run_end(disc, GW_MCP_FAILED);
         return;
     }
-    snprintf(disc->server_name, sizeof(disc->server_name), "%s", info.name);
-    snprintf(disc->server_version, sizeof(disc->server_version), "%s",
-             info.server_ver);
     /* Firmware that names no capability at all still has tools. */
     if (info.caps == 0) {
         info.caps = GW_MCP_CAP_TOOLS;

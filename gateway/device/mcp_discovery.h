@@ -53,8 +53,6 @@ struct gw_mcp_discovery {
     bool again;                /* list_changed during a run */
     cJSON *acc;                /* tools gathered by the run in progress */
     unsigned pages;            /* pages of the run in progress */
-    char server_name[64];      /* serverInfo of the device's initialize */
-    char server_version[32];
 };
 
 /* Told when a device's lists changed (a run completed or failed); what:

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "codec/mcp_tools.h"
+#include "gateway/device/shared_lists_int.h"
 
 static const char *const list_state_names[GW_TOOL_LIST_COUNT_] = {
 #define XX(name, text) [GW_TOOL_LIST_##name] = text,
@@ -26,7 +27,7 @@ void gw_tool_cache_init(struct gw_tool_cache *c)
 
 void gw_tool_cache_clear(struct gw_tool_cache *c)
 {
-    cJSON_Delete(c->tools);
+    gw__device_list_unshare(c->tools);
     c->tools = NULL;
     c->serial++;
     c->state = GW_TOOL_LIST_NONE;
@@ -39,15 +40,18 @@ void gw_tool_cache_begin(struct gw_tool_cache *c)
 
 void gw_tool_cache_set(struct gw_tool_cache *c, cJSON *tools, bool truncated)
 {
-    cJSON_Delete(c->tools);
-    c->tools = tools;
+    const cJSON *old = c->tools;
+
+    /* The new list first: an unchanged one keeps its copy. */
+    c->tools = gw__device_list_share(tools);
+    gw__device_list_unshare(old);
     c->serial++;
     c->state = truncated ? GW_TOOL_LIST_TRUNCATED : GW_TOOL_LIST_COMPLETE;
 }
 
 void gw_tool_cache_fail(struct gw_tool_cache *c)
 {
-    cJSON_Delete(c->tools);
+    gw__device_list_unshare(c->tools);
     c->tools = NULL;
     c->serial++;
     c->state = GW_TOOL_LIST_FAILED;

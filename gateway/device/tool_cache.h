@@ -45,7 +45,9 @@ const char *gw_tool_list_state_name(enum gw_tool_list_state state);
 
 struct gw_tool_cache {
     enum gw_tool_list_state state;
-    cJSON *tools;    /* the device's tools as listed, or NULL */
+    /* the device's tools as listed, or NULL: shared with every device
+     * that listed the same, so never to be changed */
+    const cJSON *tools;
     uint64_t serial; /* changes whenever tools changes */
 };
 
@@ -54,8 +56,9 @@ void gw_tool_cache_clear(struct gw_tool_cache *c);
 
 /* A discovery started: the old list is no longer current. */
 void gw_tool_cache_begin(struct gw_tool_cache *c);
-/* A discovery ended with tools (moved in); truncated when the device has
- * more than were kept. */
+/* A discovery ended with tools (moved in: the copy kept may be another
+ * device's equal one); truncated when the device has more than were
+ * kept. */
 void gw_tool_cache_set(struct gw_tool_cache *c, cJSON *tools, bool truncated);
 /* A discovery failed: the old list is dropped, nothing is callable. */
 void gw_tool_cache_fail(struct gw_tool_cache *c);

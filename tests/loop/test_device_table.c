@@ -168,7 +168,9 @@ static void test_label_clash(void **state)
     assert_int_equal(presence(DEV, true, "10.1.2.3", 1), GW_PRESENCE_ARRIVED);
     a = gw_device_find(&T.t, DEV);
     assert_non_null(a);
+    HASH_DELETE(label_hh, T.t.by_label, a); /* filed under its label */
     memcpy(a->label, taken, sizeof(taken));
+    HASH_ADD(label_hh, T.t.by_label, label, strlen(a->label), a);
     assert_int_equal(presence(DEV2, true, "10.1.2.4", 2), GW_PRESENCE_ARRIVED);
     b = gw_device_find(&T.t, DEV2);
     assert_non_null(b);
@@ -722,8 +724,8 @@ static void test_listener_told_of_tools(void **state)
     /* Answers are consumed by the table, whoever waits for them. */
     assert_true(answer_latest(d, init_result));
     assert_int_equal(d->discovery.state, GW_MCP_LISTING);
-    assert_string_equal(d->discovery.server_name, "fw");
-    assert_string_equal(d->discovery.server_version, "1.2");
+    assert_string_equal(d->catalog.info.name, "fw");
+    assert_string_equal(d->catalog.info.server_ver, "1.2");
     assert_int_equal(d->link.n_pending, 1);
     assert_true(d->link.next_id != init_id);
     assert_int_equal(T.n_events, 1);

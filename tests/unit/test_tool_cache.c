@@ -1,6 +1,7 @@
 /*
  * The tool cache's allow-list (gateway/device/tool_cache.c): who may call and
- * see which of a device's tools, for each state of its list.
+ * see which of a device's tools, for each state of its list; and the one
+ * copy of a list that caches share (gateway/device/shared_lists.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,9 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "gateway/device/mcp_catalog.h"
+#include "gateway/device/mcp_catalog_int.h"
+#include "gateway/device/shared_lists_int.h"
 #include "gateway/device/tool_cache.h"
 
 /* One tool for the AI, one for the user only, one for both audiences
@@ -338,6 +342,75 @@ static void test_visible(void **state)
     gw_tool_cache_clear(&c);
 }
 
+static cJSON *parse(const char *json)
+{
+    cJSON *j = cJSON_Parse(json);
+
+    assert_non_null(j);
+    return j;
+}
+
+/*
+ * Caches holding equal lists hold one copy; a list that differs in any
+ * member, key, value or order has its own; the last holder frees it.
+ */
+static void test_shared_by_content(void **state)
+{
+    struct gw_tool_cache a, b, c, d;
+    struct gw_mcp_catalog cat;
+
+    (void)state;
+    gw_tool_cache_init(&a);
+    gw_tool_cache_init(&b);
+    gw_tool_cache_init(&c);
+    gw_tool_cache_init(&d);
+    gw__device_catalog_init(&cat);
+    assert_int_equal(gw__device_lists_held(), 0);
+
+    gw_tool_cache_set(&a, tools_new(), false);
+    gw_tool_cache_set(&b, tools_new(), true); /* the state is each's own */
+    assert_ptr_equal(a.tools, b.tools);
+    assert_int_equal(gw__device_list_refs(a.tools), 2);
+    assert_int_equal(b.state, GW_TOOL_LIST_TRUNCATED);
+    assert_int_equal(gw__device_lists_held(), 1);
+
+    /* The same members, keys in another order: another list to show. */
+    gw_tool_cache_set(&c,
+                      parse("[{\"description\":\"light\",\"name\":"
+                            "\"self.light.set\"}]"),
+                      false);
+    gw_tool_cache_set(&d,
+                      parse("[{\"name\":\"self.light.set\","
+                            "\"description\":\"light\"}]"),
+                      false);
+    assert_ptr_not_equal(c.tools, d.tools);
+    /* A value of another type, a number changed: not the same either. */
+    gw_tool_cache_set(&c, parse("[{\"n\":1}]"), false);
+    gw_tool_cache_set(&d, parse("[{\"n\":\"1\"}]"), false);
+    assert_ptr_not_equal(c.tools, d.tools);
+    gw_tool_cache_set(&d, parse("[{\"n\":2}]"), false);
+    assert_ptr_not_equal(c.tools, d.tools);
+    gw_tool_cache_set(&d, parse("[{\"n\":1}]"), false);
+    assert_ptr_equal(c.tools, d.tools);
+    assert_int_equal(gw__device_lists_held(), 2);
+
+    /* A catalog list of equal content is the same copy. */
+    gw_mcp_catalog_set(&cat, GW_MCP_LIST_PROMPTS, parse("[{\"n\":1}]"), false);
+    assert_ptr_equal(gw_mcp_catalog_items(&cat, GW_MCP_LIST_PROMPTS), c.tools);
+    assert_int_equal(gw__device_list_refs(c.tools), 3);
+
+    /* Holders let go; the last frees. */
+    gw_tool_cache_fail(&a);
+    assert_int_equal(gw__device_list_refs(b.tools), 1);
+    gw_tool_cache_clear(&b);
+    assert_int_equal(gw__device_lists_held(), 1);
+    gw_tool_cache_clear(&c);
+    gw__device_catalog_clear(&cat);
+    assert_int_equal(gw__device_list_refs(d.tools), 1);
+    gw_tool_cache_clear(&d);
+    assert_int_equal(gw__device_lists_held(), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_no_name),
         cmocka_unit_test(test_why_bounds),
         cmocka_unit_test(test_visible),
+        cmocka_unit_test(test_shared_by_content),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
