@@ -316,6 +316,9 @@ static void sessions_part(struct out *o, const struct gw_metrics_sources *src)
           gw_device_table_online(src->devices));
     gauge(o, "hybridgw_broker_up", "1 while the broker link is up.",
           src->mqtt != NULL && gw_mqtt_link_is_up(src->mqtt));
+    counter(o, "hybridgw_devices_presence_expired_total",
+            "Devices taken offline still unconfirmed after a broker outage.",
+            src->devices->expired);
     counter(o, "hybridgw_sessions_started_total", "Voice sessions started.",
             st->sessions_started);
     family(o, "hybridgw_sessions_ended_total", "counter",

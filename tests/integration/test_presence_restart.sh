@@ -154,6 +154,8 @@ check "a: its endpoint's clients were told (tools/list_changed)" \
     wait_until 5 grep -q 'notifications/tools/list_changed' "$SSE"
 check "a: the gateway logged the one it took offline" \
     grep -qE '1 device not confirmed by the broker within [0-9]+ ms' "$GW_LOG"
+check "a: and counted it" \
+    test "$(gw_metric "$BASE" hybridgw_devices_presence_expired_total "$TOKEN")" = 1
 
 echo "# b) with persistence: the retained onlines of the run before come back"
 # The restart that turns persistence on; then a device that will not come
