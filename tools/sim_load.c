@@ -130,10 +130,11 @@ static void load_usage(FILE *out)
 
 static void raise_fd_limit(const struct load *l)
 {
-    /* As high as allowed: two sockets per conversation, three with
-     * forgeries; one per idle device. */
+    /* As high as allowed. libmosquitto keeps a socket pair per client
+     * beside its connection: three descriptors per idle device, a fourth
+     * for a conversation's UDP (a fifth with forgeries). */
     rlim_t cur = gw_sim_fd_limit_raise(RLIM_INFINITY);
-    rlim_t need = (rlim_t)(l->n - l->n_idle) * 2 + l->n_idle + 64;
+    rlim_t need = (rlim_t)(l->n - l->n_idle) * 4 + (rlim_t)l->n_idle * 3 + 64;
 
     if (cur != RLIM_INFINITY && cur < need) {
         fprintf(stderr,
