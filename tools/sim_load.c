@@ -488,7 +488,6 @@ static void on_report(uv_timer_t *t)
     struct load *l = t->data;
     uint32_t connected = 0, hellos = 0;
     uint64_t up = 0, down = 0;
-
     struct idle_counts ic;
 
     for (uint32_t i = 0; i < l->slots_begun; i++) {
