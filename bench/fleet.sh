@@ -158,7 +158,7 @@ gw_disc=$(metric hybridgw_mcp_discoveries_total)
 discovery_s=$(status "(.idle.last_initialize_unix_ms - $t_fleet) / 1000")
 # The gateway's CPU per device discovered (initialize, tools/list, its
 # presence), from the fleet's first connect to the last discovery.
-disc_ms=$(echo "scale=3; ($(cpu_ticks "$g") - $gc_fleet) * 1000 / $hz / $n" | bc)
+disc_ms=$(printf '%.3f' "$(echo "scale=4; ($(cpu_ticks "$g") - $gc_fleet) * 1000 / $hz / $n" | bc)")
 say "all $n discovered $(printf '%.1f' "$discovery_s") s after the first connect"
 sleep 3 # the last tools/list answers and their log lines
 gw_rss1=$(rss_kb "$g") br_rss1=$(rss_kb "$broker") fleet_kb=0
@@ -213,7 +213,7 @@ gw_link_s=-
 if wait_for_lines "$out/gw.log" 'broker link up' 2; then
     link_ms=$(date -d "$(grep 'broker link up' "$out/gw.log" | tail -n 1 |
         cut -d' ' -f1)" +%s%3N)
-    gw_link_s=$(echo "scale=2; ($link_ms - $t_back) / 1000" | bc)
+    gw_link_s=$(printf '%.2f' "$(echo "scale=3; ($link_ms - $t_back) / 1000" | bc)")
 fi
 if ! wait_until $((n / 100 + 120)) fleet_is ".idle.reconnected == $n"; then
     say "not every device came back: $(status .idle)"
@@ -222,7 +222,7 @@ fi
 back_s=$(status "(.idle.last_connect_unix_ms - $t_back) / 1000")
 # CPU per device brought back: the new broker's (accept, the plugin's
 # password check, presence; the conversations' few messages beside).
-br_storm_ms=$(echo "scale=3; $(cpu_ticks "$broker") * 1000 / $hz / $n" | bc)
+br_storm_ms=$(printf '%.3f' "$(echo "scale=4; $(cpu_ticks "$broker") * 1000 / $hz / $n" | bc)")
 # Handshakes the kernel dropped on a full accept queue (Mosquitto listens
 # with a backlog of 100): each waits out a TCP retransmission.
 overflows=$(($(listen_overflows) - lo0))
@@ -262,8 +262,8 @@ for p in "${fleet[@]}"; do
     wait_for_exit "$p" 120 || true
 done
 
-gw_per=$(echo "scale=1; ($gw_rss1 - $gw_rss0) / $n" | bc)
-br_per=$(echo "scale=1; ($br_rss1 - $br_rss0) / $n" | bc)
+gw_per=$(printf '%.1f' "$(echo "scale=2; ($gw_rss1 - $gw_rss0) / $n" | bc)")
+br_per=$(printf '%.1f' "$(echo "scale=2; ($br_rss1 - $br_rss0) / $n" | bc)")
 row="| $n | $m | $gw_per | $br_per | $idle_cpu | $(printf '%.2f' "$back_s") | $storm_p99 | $lost |"
 detail="| $n | $(date -u +%F) | $(git rev-parse --short HEAD) | $keepalive | $ramp | $idle_s | $(printf '%.2f' "$discovery_s") | $gw_disc/$n | $reinit_n/$n | $online_after | $gw_link_s | $overflows | ${storm_ok:--} | ${conv_ok:--} | $disc_ms | $br_storm_ms | $fleet_mb | \`$(basename "$out")\` |"
 echo "$row"
