@@ -155,12 +155,17 @@ struct gw_sim_esp;
 
 /* Per device outcome; counters are live while the device runs. */
 struct gw_sim_result {
-    bool ok;             /* the conversation met every expectation */
-    bool done;           /* the run has finished */
-    char reason[256];    /* first failure, "" when ok */
-    bool mqtt_connected; /* CONNACK seen at least once */
-    double connect_ms;   /* init to CONNACK; NAN if never (all below) */
-    double hello_ms;     /* device hello to valid server hello */
+    bool ok;                /* the conversation met every expectation */
+    bool done;              /* the run has finished */
+    char reason[256];       /* first failure, "" when ok */
+    bool mqtt_connected;    /* CONNACK seen at least once */
+    bool mqtt_up;           /* the MQTT connection is up now */
+    uint32_t mqtt_connects; /* CONNACKs, reconnections included */
+    /* Wall clock (Unix ms) of the last CONNACK and of the last initialize
+     * answered; 0 if none yet (a fleet bench times a storm with them). */
+    double last_connect_unix_ms, last_initialize_unix_ms;
+    double connect_ms; /* init to CONNACK; NAN if never (all below) */
+    double hello_ms;   /* device hello to valid server hello */
     /* Per-step latencies of the first turn, ms after the end of the
      * device's speech (negative if earlier). */
     double stt_ms, tts_start_ms, first_audio_ms, tts_stop_ms;

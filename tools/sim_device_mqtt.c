@@ -307,6 +307,9 @@ void gw_sim_dev_sync_mcp(struct gw_sim_device *d)
         d->r.mcp_violations = gw_sim_esp_stats(d->esp)->violations;
     }
 
+    if ((uint32_t)m->initializes != d->r.mcp_initializes) {
+        d->r.last_initialize_unix_ms = (double)gw_sim_unix_us() / 1000.0;
+    }
     d->r.mcp_answered = (uint32_t)m->answered;
     d->r.mcp_ignored = (uint32_t)m->ignored;
     d->r.mcp_initializes = (uint32_t)m->initializes;
@@ -679,6 +682,11 @@ void gw_sim_dev_on_state(struct gw_mqtt_link *link, bool up, void *arg)
     (void)link;
     if (d->closing || d->finished) {
         return;
+    }
+    d->r.mqtt_up = up;
+    if (up) {
+        d->r.mqtt_connects++;
+        d->r.last_connect_unix_ms = (double)gw_sim_unix_us() / 1000.0;
     }
     if (!up) {
         /*

@@ -20,6 +20,7 @@
 #define RAMP_TICK_MS 10 /* how often the ramp starts more devices */
 #define REPORT_MS    5000
 #define GRACE_MS     30000 /* after the last device's duration */
+#define STATUS_MS    500   /* --status-file rewritten */
 
 enum {
     L_DEVICES = 400,
@@ -31,7 +32,9 @@ enum {
     L_PAUSE,
     L_HOLD,
     L_JUNK_UDP,
-    L_SEED
+    L_SEED,
+    L_IDLE_DEVICES,
+    L_STATUS_FILE
 };
 
 static const struct option load_only[] = {
@@ -45,6 +48,8 @@ static const struct option load_only[] = {
     {"churn-hold-ms", required_argument, NULL, L_HOLD},
     {"junk-udp", required_argument, NULL, L_JUNK_UDP},
     {"seed", required_argument, NULL, L_SEED},
+    {"idle-devices", required_argument, NULL, L_IDLE_DEVICES},
+    {"status-file", required_argument, NULL, L_STATUS_FILE},
     {"help", no_argument, NULL, 'h'},
 };
 
@@ -73,6 +78,18 @@ static void load_usage(FILE *out)
             "100 (0 = all at once)\n"
             "  --duration S             seconds each device runs, default 60\n"
             "  --stats-json FILE        write the totals as JSON\n"
+            "  --idle-devices N         also N idle devices (started first): "
+            "online\n"
+            "                           with no conversation, answering MCP "
+            "as the\n"
+            "                           firmware does, until the end "
+            "(--duration or a\n"
+            "                           signal); --devices then defaults "
+            "to 0\n"
+            "  --status-file FILE       the idle fleet's counts as JSON, "
+            "rewritten\n"
+            "                           every 0.5 s (connected, discovered, "
+            "reconnected...)\n"
             "  (--turns defaults to 0: stream for the duration; with turns, "
             "success\n"
             "   needs each device's replies, as in `device`)\n"
@@ -111,16 +128,19 @@ static void load_usage(FILE *out)
     fprintf(out, "  -h, --help               this text\n");
 }
 
-static void raise_fd_limit(uint32_t devices)
+static void raise_fd_limit(const struct load *l)
 {
-    /* As high as allowed: two sockets per device, three with forgeries. */
+    /* As high as allowed. libmosquitto keeps a socket pair per client
+     * beside its connection: three descriptors per idle device, a fourth
+     * for a conversation's UDP (a fifth with forgeries). */
     rlim_t cur = gw_sim_fd_limit_raise(RLIM_INFINITY);
+    rlim_t need = (rlim_t)(l->n - l->n_idle) * 4 + (rlim_t)l->n_idle * 3 + 64;
 
-    if (cur != RLIM_INFINITY && cur < (rlim_t)devices * 2 + 64) {
+    if (cur != RLIM_INFINITY && cur < need) {
         fprintf(stderr,
                 "hybridgw-sim load: warning: %llu file descriptors for %" PRIu32
-                " devices (each needs 2)\n",
-                (unsigned long long)cur, devices);
+                " devices (%llu needed)\n",
+                (unsigned long long)cur, l->n, (unsigned long long)need);
     }
 }
 
@@ -134,6 +154,7 @@ static void maybe_end(struct load *l)
         return;
     }
     l->ending = true;
+    gw_sim_load_status_write(l);
     gw_sim_load_report(l);
     fflush(stdout);
     for (uint32_t i = 0; i < l->slots_begun; i++) {
@@ -146,6 +167,7 @@ static void maybe_end(struct load *l)
     }
     uv_close((uv_handle_t *)&l->ramp_timer, NULL);
     uv_close((uv_handle_t *)&l->report_timer, NULL);
+    uv_close((uv_handle_t *)&l->status_timer, NULL);
     uv_close((uv_handle_t *)&l->sigint, NULL);
     uv_close((uv_handle_t *)&l->sigterm, NULL);
 }
@@ -204,8 +226,16 @@ static void on_device_done(struct gw_sim_device *d,
     struct slot *s = arg;
     struct load *l = s->load;
 
-    gw_sim_load_add_result(l, r);
     l->finished++;
+    if (s->idle) {
+        /* Counted apart: an idle device has no conversation to judge. */
+        gw_sim_load_idle_add(&l->idle_done, r);
+        s->idle_counted = true;
+        l->idle_finished++;
+        gw_sim_device_close(d, on_device_closed, s);
+        return;
+    }
+    gw_sim_load_add_result(l, r);
     if (l->churn_s > 0) {
         struct kind_count *k = &l->kinds[s->kind];
         k->ok += r->ok;
@@ -360,6 +390,12 @@ static void start_in_slot(struct slot *s)
         }
         churn_options(l, s, &o);
     }
+    if (s->idle) {
+        /* Online until stopped, waiting however long the broker takes. */
+        o.idle = true;
+        o.duration_ms = 0;
+        o.connect_timeout_ms = 0;
+    }
     l->started++;
     o.arg = s;
     if ((rc = gw_sim_device_init(l->loop, &o, &s->dev)) != 0) {
@@ -399,6 +435,7 @@ static void start_device(struct load *l)
 
     s->load = l;
     s->index = l->slots_begun++;
+    s->idle = s->index < l->n_idle;
     if (l->churn_s > 0) {
         uv_timer_init(l->loop, &s->timer);
         s->timer.data = s;
@@ -451,10 +488,11 @@ static void on_report(uv_timer_t *t)
     struct load *l = t->data;
     uint32_t connected = 0, hellos = 0;
     uint64_t up = 0, down = 0;
+    struct idle_counts ic;
 
     for (uint32_t i = 0; i < l->slots_begun; i++) {
         const struct gw_sim_device *d = l->slots[i].dev;
-        if (d != NULL && !l->slots[i].holding) {
+        if (d != NULL && !l->slots[i].holding && !l->slots[i].idle) {
             const struct gw_sim_result *r = gw_sim_device_result(d);
             connected += r->mqtt_connected;
             hellos += r->hellos > 0;
@@ -468,6 +506,15 @@ static void on_report(uv_timer_t *t)
             " packets, downlink %" PRIu64 "\n",
             gw_sim_load_elapsed_s(l), l->started - l->finished - l->init_failed,
             connected, hellos, l->finished, up, down);
+    if (l->n_idle > 0) {
+        gw_sim_load_idle_count(l, &ic);
+        fprintf(stderr,
+                "[%6.1f s] idle %" PRIu32 "/%" PRIu32 " online, %" PRIu32
+                " discovered, %" PRIu32 " reconnected, %" PRIu32
+                " re-initialized\n",
+                gw_sim_load_elapsed_s(l), ic.online, ic.requested,
+                ic.discovered, ic.reconnected, ic.reinitialized);
+    }
     if (l->churn_s > 0 && !l->churn_over && uv_hrtime() >= l->churn_end_ns) {
         fprintf(stderr, "hybridgw-sim load: churn over, stopping\n");
         stop_all(l);
@@ -477,6 +524,11 @@ static void on_report(uv_timer_t *t)
         fprintf(stderr, "hybridgw-sim load: deadline passed, stopping\n");
         stop_all(l);
     }
+}
+
+static void on_status(uv_timer_t *t)
+{
+    gw_sim_load_status_write(t->data);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -591,13 +643,22 @@ static int load_parse(struct load *l, int argc, char **argv)
             load_usage(stdout);
             return 0;
         case L_DEVICES:
+        case L_IDLE_DEVICES:
             v = (uint32_t)strtoul(optarg, &end, 10);
-            if (*end != '\0' || v < 1 || v > 1000000) {
-                fprintf(stderr, "hybridgw-sim load: bad --devices '%s'\n",
+            if (*end != '\0' || optarg[0] == '\0' || v > 1000000) {
+                fprintf(stderr, "hybridgw-sim load: bad device count '%s'\n",
                         optarg);
                 return 2;
             }
-            l->n = v;
+            if (c == L_DEVICES) {
+                l->n = v;
+                l->devices_set = true;
+            } else {
+                l->n_idle = v;
+            }
+            break;
+        case L_STATUS_FILE:
+            l->status_path = optarg;
             break;
         case L_RAMP:
             l->ramp = strtod(optarg, &end);
@@ -665,7 +726,16 @@ static int load_parse(struct load *l, int argc, char **argv)
                 argv[optind]);
         return 2;
     }
-    return -1; /* go on */
+    if (l->n_idle > 0 && !l->devices_set) {
+        l->n = 0; /* an idle fleet alone */
+    }
+    if (l->n + l->n_idle == 0 || (l->n_idle > 0 && l->churn_s > 0)) {
+        fprintf(stderr, "hybridgw-sim load: no devices, or idle devices in "
+                        "a churn run\n");
+        return 2;
+    }
+    l->n += l->n_idle; /* the idle slots come first */
+    return -1;         /* go on */
 }
 
 /* Settles options that depend on each other, after parsing. */
@@ -731,6 +801,8 @@ static int load_run(struct load *l, FILE *log)
     }
     uv_timer_init(l->loop, &l->ramp_timer);
     uv_timer_init(l->loop, &l->report_timer);
+    uv_timer_init(l->loop, &l->status_timer);
+    l->status_timer.data = l;
     uv_signal_init(l->loop, &l->sigint);
     uv_signal_init(l->loop, &l->sigterm);
     l->ramp_timer.data = l->report_timer.data = l;
@@ -739,6 +811,9 @@ static int load_run(struct load *l, FILE *log)
     uv_signal_start(&l->sigterm, on_signal, SIGTERM);
     uv_timer_start(&l->ramp_timer, on_ramp, 0, RAMP_TICK_MS);
     uv_timer_start(&l->report_timer, on_report, REPORT_MS, REPORT_MS);
+    if (l->status_path != NULL) {
+        uv_timer_start(&l->status_timer, on_status, STATUS_MS, STATUS_MS);
+    }
     fprintf(stderr,
             "hybridgw-sim load: %" PRIu32 " devices against %s:%d, ramp %g/s, "
             "%" PRIu32 " s each, %s mode\n",
@@ -757,7 +832,11 @@ static int load_run(struct load *l, FILE *log)
          * the report counts them by kind. */
         return l->started > 0 ? 0 : 1;
     }
-    return l->tot.failed + l->init_failed == 0 && l->started > 0 ? 0 : 1;
+    /* Idle devices succeed by having been online at all. */
+    return l->tot.failed + l->init_failed == 0 && l->started > 0 &&
+                   l->idle_done.connected == l->n_idle
+               ? 0
+               : 1;
 }
 
 int gw_sim_load_main(int argc, char **argv)
@@ -774,7 +853,7 @@ int gw_sim_load_main(int argc, char **argv)
     }
     load_finish(&l);
     gw_log_set_level((enum gw_log_level)l.cli.log_level);
-    raise_fd_limit(l.n);
+    raise_fd_limit(&l);
     signal(SIGPIPE, SIG_IGN);
     if (l.cli.packet_log_path != NULL &&
         (log = gw_sim_cli_packet_log(&l.cli, 1 << 20)) == NULL) {

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
 #include <uv.h>
 
 #include "tools/sim_cli.h"
@@ -36,6 +37,8 @@ struct slot {
     struct gw_sim_device *dev; /* NULL before start and once closed */
     uint32_t index;            /* in load.slots */
     enum churn_kind kind;      /* of the current device */
+    bool idle;                 /* --idle-devices: online, no conversation */
+    bool idle_counted;         /* its result is in load.idle_done */
     bool holding;              /* silent device kept online after its run */
     bool timer_open;           /* timer initialised, to be closed */
     uv_timer_t timer;          /* churn: pause, hold, malformed input */
@@ -53,6 +56,20 @@ struct reason_count {
     uint32_t n;     /* devices */
 };
 
+/* The idle fleet (--idle-devices) at one moment: devices live now plus
+ * those already finished. */
+struct idle_counts {
+    uint32_t requested, started;
+    uint32_t online;                       /* MQTT up now */
+    uint32_t connected;                    /* CONNACK seen at least once */
+    uint32_t discovered;                   /* an initialize answered */
+    uint32_t reconnected;                  /* two CONNACKs or more */
+    uint32_t reinitialized;                /* two initializes or more */
+    uint64_t connects, initializes, lists; /* sums over devices */
+    /* Latest over devices of the last CONNACK / initialize, Unix ms. */
+    double last_connect_unix_ms, last_initialize_unix_ms;
+};
+
 /* Sums over finished devices. */
 struct totals {
     uint32_t connected, hellos, hello_invalid, hello_duplicate;
@@ -67,10 +84,16 @@ struct totals {
 struct load {
     uv_loop_t *loop;
     struct gw_sim_cli cli;
-    uint32_t n;             /* --devices */
-    double ramp;            /* devices started per second; 0 = at once */
-    uint32_t duration_s;    /* each device's run */
-    const char *stats_path; /* --stats-json FILE */
+    uint32_t n;                   /* slots: --idle-devices, then --devices */
+    uint32_t n_idle;              /* --idle-devices (the first n_idle slots) */
+    bool devices_set;             /* --devices given */
+    const char *status_path;      /* --status-file FILE */
+    uv_timer_t status_timer;      /* rewrites it */
+    struct idle_counts idle_done; /* idle devices already finished */
+    uint32_t idle_finished;       /* how many */
+    double ramp;                  /* devices started per second; 0 = at once */
+    uint32_t duration_s;          /* each device's run */
+    const char *stats_path;       /* --stats-json FILE */
     struct slot *slots;
     uint32_t slots_begun; /* slots the ramp has started */
     uint32_t started, finished, closed, init_failed; /* devices */
@@ -109,6 +132,18 @@ const char *gw_sim_load_kind_name(enum churn_kind k);
 
 /* Seconds since the run began. */
 double gw_sim_load_elapsed_s(const struct load *l);
+
+/* Adds one idle device's result to c. */
+void gw_sim_load_idle_add(struct idle_counts *c, const struct gw_sim_result *r);
+
+/* The idle fleet now: l->idle_done plus every live idle device. */
+void gw_sim_load_idle_count(const struct load *l, struct idle_counts *c);
+
+/* Adds "idle" (the counts above) to a report object; false on OOM. */
+bool gw_sim_load_idle_json(const struct load *l, cJSON *o);
+
+/* Rewrites --status-file (atomically: a temporary file renamed). */
+void gw_sim_load_status_write(const struct load *l);
 
 /* The summary on stdout, the JSON line with --json, --stats-json FILE. */
 void gw_sim_load_report(struct load *l);

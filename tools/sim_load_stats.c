@@ -107,11 +107,23 @@ static void print_summary(const struct load *l)
                                 (double)(t->down_accepted + t->down_lost)
                           : 0.0;
 
+    if (l->n_idle > 0) {
+        struct idle_counts c;
+        gw_sim_load_idle_count(l, &c);
+        printf("idle        %" PRIu32 " requested, %" PRIu32
+               " connected, %" PRIu32 " discovered, %" PRIu32
+               " reconnected, %" PRIu32 " re-initialized, %" PRIu32
+               " online at the end\n",
+               c.requested, c.connected, c.discovered, c.reconnected,
+               c.reinitialized, c.online);
+    }
     printf("devices     %" PRIu32 " started, %" PRIu32 " connected, %" PRIu32
            " hellos answered (%" PRIu32 " invalid, %" PRIu32 " extra), %" PRIu32
            " ok, %" PRIu32 " failed\n",
-           l->started, t->connected, t->hellos, t->hello_invalid,
-           t->hello_duplicate, t->ok, t->failed + l->init_failed);
+           l->started -
+               (l->slots_begun < l->n_idle ? l->slots_begun : l->n_idle),
+           t->connected, t->hellos, t->hello_invalid, t->hello_duplicate, t->ok,
+           t->failed + l->init_failed);
     if (l->n_hello > 0) {
         printf("hello ms    p50 %.1f  p99 %.1f  max %.1f\n", percentile(l, 50),
                percentile(l, 99), percentile(l, 100));
@@ -188,8 +200,11 @@ static char *stats_json(const struct load *l)
         cJSON_Delete(o);
         return NULL;
     }
-    cJSON_AddNumberToObject(dev, "requested", l->n);
-    cJSON_AddNumberToObject(dev, "started", l->started);
+    /* Conversations only: the idle fleet has its own object. */
+    uint32_t idle_begun =
+        l->slots_begun < l->n_idle ? l->slots_begun : l->n_idle;
+    cJSON_AddNumberToObject(dev, "requested", l->n - l->n_idle);
+    cJSON_AddNumberToObject(dev, "started", l->started - idle_begun);
     cJSON_AddNumberToObject(dev, "connected", t->connected);
     cJSON_AddNumberToObject(dev, "hellos_answered", t->hellos);
     cJSON_AddNumberToObject(dev, "hello_invalid", t->hello_invalid);
@@ -234,6 +249,10 @@ static char *stats_json(const struct load *l)
             cJSON_AddNumberToObject(churn, "junk_datagrams",
                                     (double)l->junk_datagrams);
         }
+    }
+    if (l->n_idle > 0 && !gw_sim_load_idle_json(l, o)) {
+        cJSON_Delete(o);
+        return NULL;
     }
     for (size_t i = 0; i < l->n_reasons; i++) {
         cJSON *f = cJSON_CreateObject();
