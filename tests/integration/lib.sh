@@ -186,6 +186,21 @@ start_gateway() {
     wait_for_ready "$GW_PID" "$GW_LOG" 'broker link up'
 }
 
+# start_gateway_api NAME EXTRA: a gateway (write_gateway_config's EXTRA)
+# whose HTTP API listens on a free port with http.token TOKEN and
+# http.manager_key MKEY; sets HTTP_PORT and BASE, waits for /healthz.
+start_gateway_api() {
+    local name=$1 extra=${2:-}
+    HTTP_PORT=$(free_port)
+    BASE=http://127.0.0.1:$HTTP_PORT
+    write_gateway_config "$GW_TMP/$name.base.json" "$extra"
+    jq --argjson p "$HTTP_PORT" --arg t "$TOKEN" --arg k "$MKEY" \
+        '.http = {listen: "127.0.0.1", port: $p, token: $t, manager_key: $k}' \
+        "$GW_TMP/$name.base.json" >"$GW_TMP/$name.json"
+    start_gateway "$name" "$GW_TMP/$name.json" &&
+        wait_for_http "$BASE/healthz"
+}
+
 # ---- the broker plugin ----
 PLUGIN_KEY=it-device-key
 PLUGIN_GW_USER=hybridgw

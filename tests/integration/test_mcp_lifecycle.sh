@@ -18,15 +18,9 @@ start_plugin_broker broker || bail "broker with the plugin starts"
 start_backend backend --mcp --mcp-protocol 2025-06-18 --mcp-list-delay-ms 0 \
     --turn-frames 10 --tts-frames 4 \
     --mcp-call 'self.sim.echo:{"text":"from-backend"}'
-HTTP_PORT=$(free_port)
-BASE=http://127.0.0.1:$HTTP_PORT
-write_gateway_config "$GW_TMP/gw.json" \
-    "\"mcp\": { \"call_timeout_ms\": 5000 }"
-jq --argjson p "$HTTP_PORT" --arg t "$TOKEN" --arg k "$MKEY" \
-    '.http = {listen: "127.0.0.1", port: $p, token: $t, manager_key: $k}' \
-    "$GW_TMP/gw.json" >"$GW_TMP/gw2.json"
-start_gateway gw "$GW_TMP/gw2.json" || bail "gateway starts"
-check "the HTTP API answers /healthz" wait_for_http "$BASE/healthz"
+start_gateway_api gw \
+    "\"mcp\": { \"call_timeout_ms\": 5000 }" ||
+    bail "gateway starts with its HTTP API"
 peer_log "$GW_TMP/devices.err"
 
 declare -A DEV_PID DEV_ID
