@@ -22,10 +22,10 @@ struct shared {
     bool in_by_hash; /* false: a hash another list holds, never matched */
 };
 
-/* The gateway runs on one loop thread: one store for every table. */
-static struct shared *by_hash;
-static struct shared *by_items;
-static size_t held;
+/* One store for every table of a loop thread (an instance is one). */
+static _Thread_local struct shared *by_hash;
+static _Thread_local struct shared *by_items;
+static _Thread_local size_t held;
 
 #define FNV_OFFSET 14695981039346656037ull
 #define FNV_PRIME  1099511628211ull
