@@ -54,8 +54,10 @@ BROKER_PID=$MOSQ_PID
 check "every idle device reconnected, counted once each" \
     wait_for_jq "$status" ".idle.reconnected == $n and .idle.online == $n and
         .idle.connects == $((2 * n))"
-check "the last reconnect is after the discovery" \
-    jq -e '.idle.last_connect_unix_ms > .idle.last_initialize_unix_ms' \
+check "the gateway initializes every idle device again on its new connection" \
+    wait_for_jq "$status" ".idle.reinitialized == $n"
+check "the last initialize is after the last reconnect" \
+    jq -e '.idle.last_initialize_unix_ms >= .idle.last_connect_unix_ms' \
     "$status"
 
 echo "# 3. the end: a signal stops the fleet, the report adds up"
