@@ -320,8 +320,12 @@ static void discover_if_needed(struct gw_device *d)
     const struct gw_config *cfg = gw_config_live_get(d->table->config);
     struct gw_device_table *t = d->table;
 
-    /* Another instance owns it: that one runs its MCP client. */
+    /* Another instance owns it: that one runs its MCP client (and its
+     * retries). */
     if (t->owns != NULL && !t->owns(t->owns_arg, d->client_id)) {
+        if (d->discovery.state == GW_MCP_RETRYING) {
+            gw__device_discovery_cancel(&d->discovery);
+        }
         return;
     }
     /* One waiting for a retry goes now: its presence changed. */

@@ -558,9 +558,13 @@ static void on_retry_tick(uv_timer_t *timer)
     d->retry_at = (d->retry_at + 1) % GW_MCP_RETRY_SLOTS;
     slot = &d->retry[d->retry_at];
     while ((first = gw_list_first(slot)) != NULL) {
-        /* begin() takes it off the wheel; nothing it starts ends at once
-         * (the link fails requests from the loop), so slot stays ours. */
-        begin(GW_LIST_ENTRY(first, struct gw_mcp_discovery, queue_node));
+        struct gw_mcp_discovery *disc =
+            GW_LIST_ENTRY(first, struct gw_mcp_discovery, queue_node);
+        /* Off the wheel first, whatever begin() makes of it; a retry
+         * set meanwhile lands at least one slot ahead, never here. */
+        retry_unlink(disc);
+        disc->state = GW_MCP_FAILED;
+        begin(disc);
     }
 }
 
