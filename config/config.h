@@ -190,6 +190,9 @@ struct gw_config {
         int max_tools;               /* cap on one device's tool cache */
         int max_pending;             /* requests waiting on one device */
         int discover_concurrency;    /* discoveries in flight at once */
+        int discover_retries;        /* of a failed discovery, 0: none */
+        int discover_retry_ms;       /* the first retry's delay, doubling */
+        int discover_retry_max_ms;   /* to this cap */
         bool expose_user_tools;      /* to the backend and AI clients */
         int session_idle_timeout_ms; /* MCP server sessions */
         int max_sessions;            /* MCP server sessions */

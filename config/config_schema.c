@@ -267,6 +267,13 @@ static const struct gw_config_key mcp_keys[] = {
     KEY_INT("max_pending", MCP(max_pending), GW_CF_RELOAD, 32, 1, 4096),
     KEY_INT("discover_concurrency", MCP(discover_concurrency), GW_CF_RELOAD, 64,
             1, 100000),
+    /* A discovery that got no answer; the cap fits the retry wheel
+     * (gateway/device/mcp_discovery.h). */
+    KEY_INT("discover_retries", MCP(discover_retries), GW_CF_RELOAD, 5, 0, 100),
+    KEY_INT("discover_retry_ms", MCP(discover_retry_ms), GW_CF_RELOAD, 2000,
+            100, 100000),
+    KEY_INT("discover_retry_max_ms", MCP(discover_retry_max_ms), GW_CF_RELOAD,
+            60000, 100, 100000),
     KEY_BOOL("expose_user_tools", MCP(expose_user_tools), GW_CF_RELOAD, 0),
     KEY_INT("session_idle_timeout_ms", MCP(session_idle_timeout_ms),
             GW_CF_RELOAD, 1800000, 1000, 86400000),

@@ -50,6 +50,7 @@ enum {
     O_MCP_TOOLS,
     O_MCP_TOOL_BYTES,
     O_MCP_SILENT,
+    O_MCP_IGNORE_FIRST,
     O_MCP_ECHO,
     O_MCP_DELAY,
     O_MCP_PROFILE,
@@ -114,6 +115,7 @@ static const struct option cli_options[] = {
     {"mcp-extra-tools", required_argument, NULL, O_MCP_TOOLS},
     {"mcp-tool-bytes", required_argument, NULL, O_MCP_TOOL_BYTES},
     {"mcp-silent", no_argument, NULL, O_MCP_SILENT},
+    {"mcp-ignore-first", required_argument, NULL, O_MCP_IGNORE_FIRST},
     {"mcp-echo-tool", no_argument, NULL, O_MCP_ECHO},
     {"mcp-call-delay-ms", required_argument, NULL, O_MCP_DELAY},
     {"mcp-profile", required_argument, NULL, O_MCP_PROFILE},
@@ -231,6 +233,10 @@ void gw_sim_cli_usage(FILE *out)
         "reconnect on\n"
         "                           (an update while the broker was away)\n"
         "  --mcp-silent             never answer MCP\n"
+        "  --mcp-ignore-first N     leave the first N initialize and "
+        "tools/list\n"
+        "                           requests unanswered (a device late "
+        "under load)\n"
         "  --mcp-echo-tool          board tool self.sim.echo: answers its "
         "required\n"
         "                           string argument text\n"
@@ -385,6 +391,7 @@ static int parse_number(struct gw_sim_cli *cli, int code, const char *arg)
         N(O_MCP_TOOL_BYTES, "mcp-tool-bytes", 0, GW_SIM_TOOL_BYTES_MAX,
           mcp_tool_bytes),
         N(O_MCP_DELAY, "mcp-call-delay-ms", 0, 3600000, mcp_call_delay_ms),
+        N(O_MCP_IGNORE_FIRST, "mcp-ignore-first", 0, 1000, mcp_ignore_first),
         N(O_MCP_UPDATE, "mcp-update-ms", 0, 3600000, mcp_update_ms),
         N(O_MCP_CHANGE, "mcp-change-after-ms", 0, 3600000, mcp_change_after_ms),
         N(O_MCP_BIG, "mcp-big-resource-bytes", 1, GW_SIM_ESP_BIG_MAX,

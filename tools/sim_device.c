@@ -232,6 +232,7 @@ static int setup_state(struct gw_sim_device *d,
     d->mcp.extra_tools = o->mcp_extra_tools;
     d->mcp.extra_description_bytes = o->mcp_tool_bytes;
     d->mcp.silent = o->mcp_silent;
+    d->mcp.ignore_first = o->mcp_ignore_first;
     d->mcp.echo_tool = o->mcp_echo_tool;
     if (o->mcp_profile == GW_SIM_MCP_ESP) {
         struct gw_sim_esp_options eo = {

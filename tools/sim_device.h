@@ -93,10 +93,11 @@ struct gw_sim_mcp {
     int brightness;       /* screen brightness, set by set_brightness */
     uint32_t extra_tools; /* synthetic tools added for paging tests */
     uint32_t extra_description_bytes; /* their descriptions' size; 0: short */
-    bool echo_tool;       /* board tool self.sim.echo (whose answer is it) */
-    bool silent;          /* never answer anything (timeout tests) */
-    bool vision_seen;     /* initialize carried capabilities.vision */
-    char vision_url[128]; /* its url, "" if none or too long */
+    bool echo_tool;        /* board tool self.sim.echo (whose answer is it) */
+    bool silent;           /* never answer anything (timeout tests) */
+    uint32_t ignore_first; /* initialize and tools/list left unanswered */
+    bool vision_seen;      /* initialize carried capabilities.vision */
+    char vision_url[128];  /* its url, "" if none or too long */
     /* Its token, "" if none or too long. */
     char vision_token[128];
     uint64_t answered;    /* replies produced */
@@ -285,6 +286,7 @@ struct gw_sim_device_options {
     uint32_t mcp_extra_tools;    /* synthetic tools for paging tests */
     uint32_t mcp_tool_bytes;     /* their descriptions' size (big catalogs) */
     bool mcp_silent;             /* never answer MCP */
+    uint32_t mcp_ignore_first;   /* initialize, tools/list left unanswered */
     bool mcp_echo_tool;          /* board tool self.sim.echo */
     uint32_t mcp_call_delay_ms;  /* tools/call answered this late, one
                                     at a time in arrival order; 0 = at

@@ -446,6 +446,12 @@ int gw_sim_mcp_handle(struct gw_sim_mcp *m, const cJSON *msg, char **reply,
     }
     int id = idj->valueint;
     const char *meth = method->valuestring;
+    if (m->ignore_first > 0 &&
+        (strcmp(meth, "initialize") == 0 || strcmp(meth, "tools/list") == 0)) {
+        m->ignore_first--; /* late: the gateway gives up before we answer */
+        m->ignored++;
+        return 0;
+    }
     if (strcmp(meth, "initialize") == 0) {
         const cJSON *caps =
             cJSON_GetObjectItemCaseSensitive(params, "capabilities");

@@ -583,6 +583,8 @@ static void mcp_part(struct out *o, const struct gw_metrics_sources *src)
             "Device MCP messages that did not parse.", st->refused);
     counter(o, "hybridgw_mcp_discoveries_total", "Tool discoveries completed.",
             st->discoveries);
+    counter(o, "hybridgw_mcp_discovery_retries_total",
+            "Discoveries run again after no answer.", st->discovery_retries);
     counter(o, "hybridgw_mcp_list_changed_total",
             "tools/list_changed notifications from devices.", st->list_changed);
     counter(o, "hybridgw_mcp_label_clashes_total",

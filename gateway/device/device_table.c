@@ -320,12 +320,18 @@ static void discover_if_needed(struct gw_device *d)
     const struct gw_config *cfg = gw_config_live_get(d->table->config);
     struct gw_device_table *t = d->table;
 
-    /* Another instance owns it: that one runs its MCP client. */
+    /* Another instance owns it: that one runs its MCP client (and its
+     * retries). */
     if (t->owns != NULL && !t->owns(t->owns_arg, d->client_id)) {
+        if (d->discovery.state == GW_MCP_RETRYING) {
+            gw__device_discovery_cancel(&d->discovery);
+        }
         return;
     }
+    /* One waiting for a retry goes now: its presence changed. */
     if (cfg->mcp.discover && (d->discovery.state == GW_MCP_IDLE ||
-                              d->discovery.state == GW_MCP_FAILED)) {
+                              d->discovery.state == GW_MCP_FAILED ||
+                              d->discovery.state == GW_MCP_RETRYING)) {
         gw__device_discovery_start(&d->discovery);
     }
 }
@@ -887,11 +893,19 @@ static void on_reaper_closed(uv_handle_t *handle)
     }
 }
 
+static void on_retry_closed(uv_handle_t *handle)
+{
+    struct gw_device_table *t =
+        GW_CONTAINER_OF(handle, struct gw_device_table, discoverer.retry_timer);
+
+    uv_close((uv_handle_t *)&t->reaper, on_reaper_closed);
+}
+
 static void on_grace_closed(uv_handle_t *handle)
 {
     struct gw_device_table *t = handle->data;
 
-    uv_close((uv_handle_t *)&t->reaper, on_reaper_closed);
+    gw__device_discoverer_close(&t->discoverer, on_retry_closed);
 }
 
 void gw_device_table_close(struct gw_device_table *t,

@@ -63,6 +63,12 @@ void gw__device_discoverer_init(struct gw_mcp_discoverer *d,
     d->links = links;
     d->config = config;
     gw_list_init(&d->queue);
+    for (unsigned i = 0; i < GW_MCP_RETRY_SLOTS; i++) {
+        gw_list_init(&d->retry[i]);
+    }
+    uv_timer_init(links->loop, &d->retry_timer);
+    d->retry_timer.data = d;
+    d->jitter = uv_hrtime() | 1; /* xorshift's state must not be 0 */
     d->on_changed = on_changed;
     d->on_changed_arg = arg;
 }
@@ -94,8 +100,90 @@ static void changed(struct gw_mcp_discovery *disc, unsigned what)
 
 static void run(struct gw_mcp_discovery *disc);
 
-/* Ends a run (ok or not) and gives its slot to the next in line. */
-static void run_end(struct gw_mcp_discovery *disc, enum gw_mcp_state state)
+static void on_retry_tick(uv_timer_t *timer);
+
+/* Failed for want of an answer: the device may answer a later run (one
+ * that answered with an error or nonsense would answer the same). */
+static bool worth_retrying(enum gw_mcp_outcome outcome)
+{
+    return outcome == GW_MCP_TIMEOUT || outcome == GW_MCP_BUSY;
+}
+
+static uint64_t jitter_next(struct gw_mcp_discoverer *d)
+{
+    d->jitter ^= d->jitter << 13;
+    d->jitter ^= d->jitter >> 7;
+    d->jitter ^= d->jitter << 17;
+    return d->jitter;
+}
+
+/*
+ * Puts a failed run on the retry wheel, when it has retries left: after
+ * mcp.discover_retry_ms doubling per retry to mcp.discover_retry_max_ms,
+ * of which a random half, so that the failures of a storm come back
+ * spread out. True when it will run again.
+ */
+static bool retry_later(struct gw_mcp_discovery *disc)
+{
+    struct gw_mcp_discoverer *d = disc->owner;
+    const struct gw_config *cfg = config_of(disc);
+    char subject[GW_CLIENT_ID_MAX + 16];
+    uint64_t delay = (uint64_t)cfg->mcp.discover_retry_ms;
+    uint64_t ticks;
+
+    if (d->stopping || !disc->link->open ||
+        disc->attempts >= cfg->mcp.discover_retries) {
+        return false;
+    }
+    for (unsigned i = 0;
+         i < disc->attempts && delay < (uint64_t)cfg->mcp.discover_retry_max_ms;
+         i++) {
+        delay *= 2;
+    }
+    if (delay > (uint64_t)cfg->mcp.discover_retry_max_ms) {
+        delay = (uint64_t)cfg->mcp.discover_retry_max_ms;
+    }
+    delay = delay - delay / 2 + jitter_next(d) % (delay / 2 + 1);
+    ticks = (delay + GW_MCP_RETRY_TICK_MS - 1) / GW_MCP_RETRY_TICK_MS;
+    if (ticks < 1) {
+        ticks = 1;
+    }
+    if (ticks > GW_MCP_RETRY_SLOTS - 1) {
+        ticks = GW_MCP_RETRY_SLOTS - 1;
+    }
+    disc->attempts++;
+    disc->state = GW_MCP_RETRYING;
+    gw_list_insert_tail(&d->retry[(d->retry_at + ticks) % GW_MCP_RETRY_SLOTS],
+                        &disc->queue_node);
+    if (d->retry_waiting++ == 0) {
+        uv_timer_start(&d->retry_timer, on_retry_tick, GW_MCP_RETRY_TICK_MS,
+                       GW_MCP_RETRY_TICK_MS);
+    }
+    d->links->stats.discovery_retries++;
+    subject_of(disc, subject, sizeof(subject));
+    gw_log_peer(GW_LOG_INFO, NULL, subject,
+                "discovery retry %u of %d in %llu ms", disc->attempts,
+                cfg->mcp.discover_retries,
+                (unsigned long long)(ticks * GW_MCP_RETRY_TICK_MS));
+    return true;
+}
+
+/* Off the retry wheel (it was RETRYING). */
+static void retry_unlink(struct gw_mcp_discovery *disc)
+{
+    struct gw_mcp_discoverer *d = disc->owner;
+
+    gw_list_unlink(&disc->queue_node);
+    d->retry_waiting--;
+    if (d->retry_waiting == 0) {
+        uv_timer_stop(&d->retry_timer);
+    }
+}
+
+/* Ends a run (ok or not) and gives its slot to the next in line; a
+ * failed run for want of an answer (retry) may be run again later. */
+static void run_end(struct gw_mcp_discovery *disc, enum gw_mcp_state state,
+                    bool retry)
 {
     struct gw_mcp_discoverer *d = disc->owner;
 
@@ -106,8 +194,14 @@ static void run_end(struct gw_mcp_discovery *disc, enum gw_mcp_state state)
         disc->running = false;
         d->running--;
     }
+    if (state == GW_MCP_READY) {
+        disc->attempts = 0;
+    }
     if (state == GW_MCP_FAILED) {
         gw_tool_cache_fail(disc->cache);
+        if (retry) {
+            retry_later(disc); /* RETRYING then, for the listeners too */
+        }
         changed(disc, GW_DEVICE_CHANGED_TOOLS);
     }
     if (d->stopping) {
@@ -149,12 +243,13 @@ static void run_done(struct gw_mcp_discovery *disc)
     }
     disc->owner->links->stats.discoveries++;
     changed(disc, what); /* before run_end, which may start the next run */
-    run_end(disc, GW_MCP_READY);
+    run_end(disc, GW_MCP_READY, false);
 }
 
 /* A list page failed: the tools fail the run; a catalog list fails alone,
  * and the run goes on with the next. */
-static void list_failed(struct gw_mcp_discovery *disc, const char *why)
+static void list_failed(struct gw_mcp_discovery *disc, const char *why,
+                        bool retry)
 {
     char subject[GW_CLIENT_ID_MAX + 16];
 
@@ -162,7 +257,7 @@ static void list_failed(struct gw_mcp_discovery *disc, const char *why)
     gw_log_peer(GW_LOG_WARN, NULL, subject, "%s page %u failed: %s",
                 kind_method(disc->kind), disc->pages + 1, why);
     if (disc->kind == KIND_TOOLS) {
-        run_end(disc, GW_MCP_FAILED);
+        run_end(disc, GW_MCP_FAILED, retry);
         return;
     }
     gw_mcp_catalog_fail(disc->catalog, disc->kind);
@@ -208,9 +303,11 @@ static void on_list_reply(void *arg, const struct gw_mcp_reply *reply)
                                             disc->acc, &next);
     }
     if (rc != 0) {
-        list_failed(disc, reply->outcome == GW_MCP_OK
-                              ? "malformed page"
-                              : gw_mcp_outcome_name(reply->outcome));
+        list_failed(disc,
+                    reply->outcome == GW_MCP_OK
+                        ? "malformed page"
+                        : gw_mcp_outcome_name(reply->outcome),
+                    worth_retrying(reply->outcome));
         return;
     }
     disc->pages++;
@@ -265,7 +362,7 @@ static void next_list(struct gw_mcp_discovery *disc, int kind)
     if (kind == KIND_TOOLS && !(disc->catalog->info.caps & GW_MCP_CAP_TOOLS)) {
         cJSON *none = cJSON_CreateArray();
         if (none == NULL) {
-            run_end(disc, GW_MCP_FAILED);
+            run_end(disc, GW_MCP_FAILED, false);
             return;
         }
         gw_tool_cache_set(disc->cache, none, false);
@@ -287,7 +384,7 @@ static void next_list(struct gw_mcp_discovery *disc, int kind)
     disc->pages = 0;
     cJSON_Delete(disc->acc);
     if ((disc->acc = cJSON_CreateArray()) == NULL) {
-        run_end(disc, GW_MCP_FAILED);
+        run_end(disc, GW_MCP_FAILED, false);
         return;
     }
     if (kind != KIND_TOOLS) {
@@ -309,7 +406,7 @@ static void on_init_reply(void *arg, const struct gw_mcp_reply *reply)
                     reply->outcome == GW_MCP_OK
                         ? "malformed result"
                         : gw_mcp_outcome_name(reply->outcome));
-        run_end(disc, GW_MCP_FAILED);
+        run_end(disc, GW_MCP_FAILED, worth_retrying(reply->outcome));
         return;
     }
     /* Firmware that names no capability at all still has tools. */
@@ -424,7 +521,8 @@ static void run(struct gw_mcp_discovery *disc)
                    GW_MCP_FROM_GATEWAY, on_init_reply, disc, NULL);
 }
 
-void gw__device_discovery_start(struct gw_mcp_discovery *disc)
+/* Starts a run now or in line; one waiting for its retry goes now. */
+static void begin(struct gw_mcp_discovery *disc)
 {
     struct gw_mcp_discoverer *d = disc->owner;
 
@@ -435,7 +533,9 @@ void gw__device_discovery_start(struct gw_mcp_discovery *disc)
         disc->again = true;
         return;
     }
-    if (gw_list_linked(&disc->queue_node)) {
+    if (disc->state == GW_MCP_RETRYING) {
+        retry_unlink(disc);
+    } else if (gw_list_linked(&disc->queue_node)) {
         return; /* already in line */
     }
     gw_tool_cache_begin(disc->cache);
@@ -446,6 +546,33 @@ void gw__device_discovery_start(struct gw_mcp_discovery *disc)
         return;
     }
     run(disc);
+}
+
+/* A tick of the retry wheel: what is due now joins the line behind the
+ * discoveries already waiting, under the same concurrency. */
+static void on_retry_tick(uv_timer_t *timer)
+{
+    struct gw_mcp_discoverer *d = timer->data;
+    struct gw_list *slot, *first;
+
+    d->retry_at = (d->retry_at + 1) % GW_MCP_RETRY_SLOTS;
+    slot = &d->retry[d->retry_at];
+    while ((first = gw_list_first(slot)) != NULL) {
+        struct gw_mcp_discovery *disc =
+            GW_LIST_ENTRY(first, struct gw_mcp_discovery, queue_node);
+        /* Off the wheel first, whatever begin() makes of it; a retry
+         * set meanwhile lands at least one slot ahead, never here. */
+        retry_unlink(disc);
+        disc->state = GW_MCP_FAILED;
+        begin(disc);
+    }
+}
+
+void gw__device_discovery_start(struct gw_mcp_discovery *disc)
+{
+    /* From outside (presence, a list change, refresh): retries afresh. */
+    disc->attempts = 0;
+    begin(disc);
 }
 
 void gw__device_discovery_list_changed(struct gw_mcp_discovery *disc, int kind)
@@ -462,6 +589,10 @@ void gw__device_discovery_list_changed(struct gw_mcp_discovery *disc, int kind)
 
 void gw__device_discovery_cancel(struct gw_mcp_discovery *disc)
 {
+    if (disc->state == GW_MCP_RETRYING) {
+        retry_unlink(disc);
+        disc->state = GW_MCP_FAILED;
+    }
     gw_list_unlink(&disc->queue_node);
     disc->again = false;
     /* A run in flight ends through its requests when the link closes. */
@@ -476,4 +607,19 @@ void gw__device_discoverer_stop(struct gw_mcp_discoverer *d)
     {
         gw_list_unlink(it);
     }
+    for (unsigned i = 0; i < GW_MCP_RETRY_SLOTS; i++) {
+        GW_LIST_FOREACH_SAFE(it, tmp, &d->retry[i])
+        {
+            GW_LIST_ENTRY(it, struct gw_mcp_discovery, queue_node)->state =
+                GW_MCP_FAILED;
+            gw_list_unlink(it);
+        }
+    }
+    d->retry_waiting = 0;
+    uv_timer_stop(&d->retry_timer);
+}
+
+void gw__device_discoverer_close(struct gw_mcp_discoverer *d, uv_close_cb cb)
+{
+    uv_close((uv_handle_t *)&d->retry_timer, cb);
 }

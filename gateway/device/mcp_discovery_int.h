@@ -18,9 +18,12 @@ void gw__device_discoverer_init(struct gw_mcp_discoverer *d,
                                 const struct gw_config_live *config,
                                 gw_mcp_tools_changed_cb on_changed, void *arg);
 
-/* Shutdown: the line is emptied and nothing new starts. Runs in flight
- * end when their links close. */
+/* Shutdown: the line and the retry wheel are emptied and nothing new
+ * starts. Runs in flight end when their links close. */
 void gw__device_discoverer_stop(struct gw_mcp_discoverer *d);
+
+/* After stop: closes the retry wheel's timer; cb gets its handle. */
+void gw__device_discoverer_close(struct gw_mcp_discoverer *d, uv_close_cb cb);
 
 void gw__device_discovery_init(struct gw_mcp_discovery *disc,
                                struct gw_mcp_discoverer *owner,
@@ -28,8 +31,9 @@ void gw__device_discovery_init(struct gw_mcp_discovery *disc,
                                struct gw_tool_cache *cache,
                                struct gw_mcp_catalog *catalog);
 
-/* Starts a run now, or in line; a run in progress is repeated once it
- * ends (the list changed under it). Nothing happens once stopping. */
+/* Starts a run now, or in line (one waiting for a retry too, its
+ * retries counted afresh); a run in progress is repeated once it ends
+ * (the list changed under it). Nothing happens once stopping. */
 void gw__device_discovery_start(struct gw_mcp_discovery *disc);
 
 /*
@@ -40,8 +44,8 @@ void gw__device_discovery_start(struct gw_mcp_discovery *disc);
  */
 void gw__device_discovery_list_changed(struct gw_mcp_discovery *disc, int kind);
 
-/* The device left: out of the line; a run in progress ends with its
- * link's requests. Must be called before the link closes. */
+/* The device left: out of the line or off the retry wheel; a run in progress
+ * ends with its link's requests. Must be called before the link closes. */
 void gw__device_discovery_cancel(struct gw_mcp_discovery *disc);
 
 /*

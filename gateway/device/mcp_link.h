@@ -70,10 +70,11 @@ struct gw_mcp_stats {
     uint64_t latency_le[GW_MCP_LATENCY_BUCKETS + 1]; /* non-cumulative */
     uint64_t latency_sum_ms;
     uint64_t latency_count;
-    uint64_t unsolicited;   /* device responses nobody waited for */
-    uint64_t refused;       /* device MCP messages that do not parse */
-    uint64_t discoveries;   /* completed tool discoveries */
-    uint64_t list_changed;  /* tools/list_changed notifications seen */
+    uint64_t unsolicited;       /* device responses nobody waited for */
+    uint64_t refused;           /* device MCP messages that do not parse */
+    uint64_t discoveries;       /* completed tool discoveries */
+    uint64_t discovery_retries; /* failed discoveries run again later */
+    uint64_t list_changed;      /* tools/list_changed notifications seen */
     uint64_t label_clashes; /* records left without a label: one was taken */
 };
 

@@ -29,7 +29,9 @@ BASE=http://127.0.0.1:$HTTP_PORT
 cfg=$GW_TMP/gw.json
 udp_port=$(free_port --udp)
 
-# write_config CALL_TIMEOUT_MS
+# write_config CALL_TIMEOUT_MS: without discovery retries, so that a
+# device that never answers stays failed (test_mcp_discovery_retry.sh
+# has them).
 write_config() {
     cat >"$cfg" <<JSON
 {
@@ -41,7 +43,7 @@ write_config() {
                   "url": "ws://127.0.0.1:$BACKEND_PORT/xiaozhi/v1/?from=mqtt_gateway" } ],
   "http": { "listen": "127.0.0.1", "port": $HTTP_PORT, "token": "$TOKEN",
             "manager_key": "$MKEY" },
-  "mcp": { "call_timeout_ms": $1 },
+  "mcp": { "call_timeout_ms": $1, "discover_retries": 0 },
   "log": { "level": "debug" }
 }
 JSON

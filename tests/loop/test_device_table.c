@@ -805,6 +805,84 @@ static void test_list_changed_during_failed_run(void **state)
     assert_int_equal(d->tools.state, GW_TOOL_LIST_COMPLETE);
 }
 
+/*
+ * A discovery the device does not answer in time (late, under a storm)
+ * is run again after a growing, jittered delay, counted, until it is
+ * answered or its retries are spent; a device that answers with an error
+ * is not asked again. A retry waiting at shutdown goes with the table.
+ */
+static void test_discovery_retried_without_answer(void **state)
+{
+    const uint64_t *gateway = T.t.links.stats.requests[GW_MCP_FROM_GATEWAY];
+    struct gw_device *d;
+    uint32_t first_id;
+    uint64_t failed_at;
+
+    (void)state;
+    start("{\"discover\":true,\"call_timeout_ms\":100,"
+          "\"discover_retries\":3,\"discover_retry_ms\":200}");
+    assert_int_equal(presence(DEV, true, "10.1.2.3", 1), GW_PRESENCE_ARRIVED);
+    d = gw_device_find(&T.t, DEV);
+    assert_int_equal(d->discovery.state, GW_MCP_INITIALIZING);
+    first_id = d->link.next_id;
+
+    /* No answer to initialize: the run fails and waits for its retry. */
+    GW_FIXTURE_RUN_UNTIL(&T.fx, d->link.n_pending == 0);
+    failed_at = uv_now(&T.fx.loop);
+    assert_int_equal(gateway[GW_MCP_TIMEOUT], 1);
+    assert_int_equal(d->discovery.state, GW_MCP_RETRYING);
+    assert_int_equal(d->tools.state, GW_TOOL_LIST_FAILED);
+    assert_int_equal(T.t.links.stats.discovery_retries, 1);
+    assert_int_equal(T.t.discoverer.retry_waiting, 1);
+    assert_int_equal(T.events[T.n_events - 1].tools, GW_TOOL_LIST_FAILED);
+
+    /* The retry, no sooner than half its delay: initialize again, then
+     * the tool list goes unanswered, which is retried too. */
+    GW_FIXTURE_RUN_UNTIL(&T.fx, d->link.n_pending == 1);
+    assert_true(uv_now(&T.fx.loop) - failed_at >= 100);
+    assert_int_equal(d->discovery.state, GW_MCP_INITIALIZING);
+    assert_true(d->link.next_id != first_id);
+    assert_true(answer_latest(d, init_result));
+    assert_int_equal(d->discovery.state, GW_MCP_LISTING);
+    GW_FIXTURE_RUN_UNTIL(&T.fx, d->discovery.state == GW_MCP_RETRYING);
+    assert_int_equal(gateway[GW_MCP_TIMEOUT], 2);
+    assert_int_equal(T.t.links.stats.discovery_retries, 2);
+
+    /* Answered at last: ready, the retries forgotten. */
+    GW_FIXTURE_RUN_UNTIL(&T.fx, d->link.n_pending == 1);
+    assert_true(answer_latest(d, init_result));
+    assert_true(answer_latest(d, tools_result));
+    assert_int_equal(d->discovery.state, GW_MCP_READY);
+    assert_int_equal(d->tools.state, GW_TOOL_LIST_COMPLETE);
+    assert_int_equal(d->discovery.attempts, 0);
+    assert_int_equal(T.t.links.stats.discoveries, 1);
+    assert_int_equal(T.t.discoverer.retry_waiting, 0);
+
+    /* Never answered: the run and its three retries, then failed. */
+    assert_int_equal(gw_device_refresh(&T.t, DEV), 0);
+    for (unsigned i = 0; i < 4; i++) {
+        GW_FIXTURE_RUN_UNTIL(&T.fx, d->discovery.state == GW_MCP_INITIALIZING);
+        GW_FIXTURE_RUN_UNTIL(&T.fx, d->discovery.state != GW_MCP_INITIALIZING);
+    }
+    assert_int_equal(d->discovery.state, GW_MCP_FAILED);
+    assert_int_equal(gateway[GW_MCP_TIMEOUT], 6);
+    assert_int_equal(T.t.links.stats.discovery_retries, 5);
+    assert_int_equal(T.t.discoverer.retry_waiting, 0);
+
+    /* An error is an answer: failed, not retried. */
+    assert_int_equal(gw_device_refresh(&T.t, DEV), 0);
+    assert_true(answer_latest(
+        d, "\"error\":{\"code\":-32601,\"message\":\"no initialize\"}"));
+    assert_int_equal(d->discovery.state, GW_MCP_FAILED);
+    assert_int_equal(T.t.links.stats.discovery_retries, 5);
+    assert_int_equal(T.t.discoverer.retry_waiting, 0);
+
+    /* Waiting for a retry when the table closes (the teardown). */
+    assert_int_equal(gw_device_refresh(&T.t, DEV), 0);
+    GW_FIXTURE_RUN_UNTIL(&T.fx, d->discovery.state == GW_MCP_RETRYING);
+    assert_int_equal(T.t.discoverer.retry_waiting, 1);
+}
+
 /* Messages the table cannot use are counted, not acted on. */
 static void test_mcp_from_devices(void **state)
 {
@@ -902,6 +980,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_listener_told_of_tools, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_list_changed_during_failed_run,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_discovery_retried_without_answer,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_mcp_from_devices, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close, setup, teardown),

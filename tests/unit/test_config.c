@@ -190,6 +190,9 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->mcp.max_tools, 128);
     assert_int_equal(cfg->mcp.max_pending, 32);
     assert_int_equal(cfg->mcp.discover_concurrency, 64);
+    assert_int_equal(cfg->mcp.discover_retries, 5);
+    assert_int_equal(cfg->mcp.discover_retry_ms, 2000);
+    assert_int_equal(cfg->mcp.discover_retry_max_ms, 60000);
     assert_false(cfg->mcp.expose_user_tools);
     assert_int_equal(cfg->mcp.session_idle_timeout_ms, 1800000);
     assert_int_equal(cfg->mcp.max_sessions, 256);
