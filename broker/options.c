@@ -13,11 +13,12 @@
 #include <openssl/crypto.h>
 
 enum kind {
-    SECRET, /* any non-empty text */
-    NAME,   /* any non-empty text */
-    TOPIC,  /* a publishable topic: no wildcards */
-    PREFIX, /* a topic without wildcards, '$' start or trailing '/' */
-    BYTES,  /* a decimal count 1..GW_BROKER_MAX_MESSAGE_LIMIT */
+    SECRET,  /* any non-empty text */
+    NAME,    /* any non-empty text */
+    TOPIC,   /* a publishable topic: no wildcards */
+    PREFIX,  /* a topic without wildcards, '$' start or trailing '/' */
+    BYTES,   /* a decimal count 1..GW_BROKER_MAX_MESSAGE_LIMIT */
+    BACKLOG, /* "somaxconn" or a decimal count 0..GW_BROKER_BACKLOG_LIMIT */
 };
 
 struct option {
@@ -48,6 +49,8 @@ static const struct option options[] = {
     /* The gateway's ota.revoke_topic: its {"revoke":...} messages. */
     {"revoke_topic", PREFIX, FIELD(revoke_topic),
      GW_BROKER_DEFAULT_REVOKE_TOPIC},
+    /* The TCP listeners' accept queue; 0 leaves the broker's own. */
+    {"listen_backlog", BACKLOG, FIELD(listen_backlog), "somaxconn"},
 };
 
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
@@ -88,6 +91,15 @@ static const char *value_problem(enum kind kind, const char *v)
         }
         return NULL;
     }
+    if (kind == BACKLOG) {
+        if (strcmp(v, "somaxconn") != 0 &&
+            (strspn(v, "0123456789") != len || len > 10 ||
+             atoll(v) > GW_BROKER_BACKLOG_LIMIT)) {
+            return "must be somaxconn or a count from 0 (the broker's own) "
+                   "to 2147483647";
+        }
+        return NULL;
+    }
     if (strpbrk(v, "+#") != NULL) {
         return "must not contain the wildcards '+' or '#'";
     }
@@ -121,7 +133,7 @@ int gw_broker_options_set(struct gw_broker_options *o, const char *key,
             "unknown option plugin_opt_%s (known: device_key, device_topic, "
             "gateway_username, gateway_password, topic_prefix, "
             "max_message_bytes, gateway_status_topic, "
-            "gateway_instances_prefix, revoke_topic)",
+            "gateway_instances_prefix, revoke_topic, listen_backlog)",
             key);
         return GW_ENOENT;
     }
@@ -168,6 +180,9 @@ int gw_broker_options_check(struct gw_broker_options *o, char *err,
     o->device_key_len = strlen(o->device_key);
     o->prefix_len = strlen(o->topic_prefix);
     o->max_message_bytes = (size_t)atol(o->max_message);
+    o->listen_backlog_n = strcmp(o->listen_backlog, "somaxconn") == 0
+                              ? -1
+                              : (int)atoll(o->listen_backlog);
 
     /*
      * Devices may write their device topic: inside the per-device space it

@@ -3,7 +3,7 @@
  * The names are a contract shared with the docs and the container files:
  * device_key, device_topic, gateway_username, gateway_password,
  * topic_prefix, max_message_bytes, gateway_status_topic,
- * gateway_instances_prefix, revoke_topic.
+ * gateway_instances_prefix, revoke_topic, listen_backlog.
  */
 #ifndef GW_BROKER_OPTIONS_H
 #define GW_BROKER_OPTIONS_H
@@ -29,7 +29,8 @@
  * downlink: this bound is what keeps device uplink small.
  */
 #define GW_BROKER_DEFAULT_MAX_MESSAGE "65536"
-#define GW_BROKER_MAX_MESSAGE_LIMIT   268435455 /* MQTT's own bound */
+#define GW_BROKER_MAX_MESSAGE_LIMIT   268435455  /* MQTT's own bound */
+#define GW_BROKER_BACKLOG_LIMIT       2147483647 /* listen()'s int */
 
 /* Every string is heap-owned and NUL-terminated once checked. */
 struct gw_broker_options {
@@ -48,8 +49,11 @@ struct gw_broker_options {
     /* where the gateway account publishes revocations; consumed, never
      * delivered */
     char *revoke_topic;
-    char *down_pattern; /* "<prefix>/+/down", for gw_topic_capture */
-    size_t prefix_len;  /* bytes at topic_prefix */
+    /* the TCP listeners' backlog: "somaxconn" or a count, as given */
+    char *listen_backlog;
+    int listen_backlog_n; /* the same: -1 somaxconn, 0 the broker's own */
+    char *down_pattern;   /* "<prefix>/+/down", for gw_topic_capture */
+    size_t prefix_len;    /* bytes at topic_prefix */
 };
 
 /*

@@ -22,6 +22,7 @@
 #include <mosquitto_broker.h>
 #include <mosquitto_plugin.h>
 
+#include "broker/backlog.h"
 #include "broker/clients.h"
 #include "broker/options.h"
 #include "broker/policy.h"
@@ -64,6 +65,7 @@ struct plugin {
     /* This broker run, from the wall clock at start: in every presence
      * message, since connection numbers restart with the broker. */
     uint64_t run;
+    bool backlog_done; /* the listeners' backlog was seen to */
 };
 
 /* The 1st, 2nd, 4th, 8th... of a connection's refusals: a device that
@@ -176,6 +178,59 @@ static void publish_run(struct plugin *p)
     }
 }
 
+/*
+ * Mosquitto 2.0 listens with a backlog of 100: a fleet reconnecting at once
+ * after a restart overflows it, and each dropped handshake waits out TCP's
+ * retransmission (seconds). The listeners open after plugin init, so this
+ * runs at the first tick (or first auth: 2.0.11 has no tick with
+ * per_listener_settings); Linux takes a new backlog from a second listen().
+ */
+static void raise_backlog(struct plugin *p)
+{
+    int want = p->opts.listen_backlog_n;
+    int max = gw_broker_backlog_somaxconn();
+
+    if (p->backlog_done) {
+        return;
+    }
+    p->backlog_done = true;
+    if (want == 0) {
+        mosquitto_log_printf(MOSQ_LOG_INFO,
+                             LOG_PREFIX "listen backlog left as the broker "
+                                        "set it (plugin_opt_listen_backlog 0)");
+        return;
+    }
+    if (want < 0) {
+        if (max < 0) {
+            mosquitto_log_printf(MOSQ_LOG_WARNING,
+                                 LOG_PREFIX "listen backlog left as the broker "
+                                            "set it: net.core.somaxconn "
+                                            "unreadable");
+            return;
+        }
+        want = max;
+    }
+    int n = gw_broker_backlog_raise(want);
+    if (n <= 0) {
+        mosquitto_log_printf(MOSQ_LOG_WARNING,
+                             LOG_PREFIX "listen backlog not raised: %s",
+                             n < 0 ? gw_strerror(n) : "no TCP listener found");
+        return;
+    }
+    mosquitto_log_printf(MOSQ_LOG_NOTICE,
+                         LOG_PREFIX "listen backlog %d on %d TCP listener%s "
+                                    "(net.core.somaxconn %d caps it)",
+                         want, n, n == 1 ? "" : "s", max);
+}
+
+static int on_tick(int event, void *event_data, void *userdata)
+{
+    (void)event;
+    (void)event_data;
+    raise_backlog(userdata);
+    return MOSQ_ERR_SUCCESS;
+}
+
 static int on_basic_auth(int event, void *event_data, void *userdata)
 {
     struct mosquitto_evt_basic_auth *ed = event_data;
@@ -186,6 +241,7 @@ static int on_basic_auth(int event, void *event_data, void *userdata)
     const char *address = mosquitto_client_address(ed->client);
     (void)event;
 
+    raise_backlog(p);
     p->departed = NULL;
     uint64_t binding;
     enum gw_broker_auth a = gw_broker_auth_check(
@@ -478,6 +534,7 @@ static const struct {
     {MOSQ_EVT_ACL_CHECK, on_acl_check},
     {MOSQ_EVT_MESSAGE, on_message},
     {MOSQ_EVT_DISCONNECT, on_disconnect},
+    {MOSQ_EVT_TICK, on_tick},
 };
 
 #define N_CALLBACKS (sizeof(callbacks) / sizeof(callbacks[0]))

@@ -20,6 +20,14 @@
 #define MISC_INTERVAL_MS 1000 /* keepalive and retry bookkeeping */
 #define BACKOFF_MIN_MS   250
 #define BACKOFF_MAX_MS   10000
+/*
+ * For this long after a link that was up is lost, retries come every
+ * QUICK_DELAY_MS (jittered): a broker restart takes seconds, and whatever
+ * devices publish before the gateway has subscribed again is lost (QoS 0,
+ * no subscriber). Past it, the exponential backoff above.
+ */
+#define QUICK_WINDOW_MS  10000
+#define QUICK_DELAY_MS   200
 #define READS_PER_WAKEUP 64 /* bounds the work of one readable event */
 #define MQTT_MAX_PAYLOAD 268435455
 #define STATUS_ONLINE    "{\"state\":\"online\"}"
@@ -41,6 +49,9 @@ struct gw_mqtt_link {
     uv_timer_t retry_timer;   /* next connect attempt */
     unsigned backoff_ms;      /* delay before the next attempt */
     uint64_t jitter;          /* xorshift state for backoff jitter */
+    bool quick_retry;         /* the option of that name */
+    bool quick_pending;       /* an up link was lost: retry quickly */
+    uint64_t quick_until;     /* loop time when quick retries end, or 0 */
     int handles_open;         /* timers and watches not yet closed */
     bool up;                  /* CONNACK accepted, not lost since */
     bool closing;             /* gw_mqtt_link_close() was called */
@@ -127,15 +138,26 @@ static void watch_drop(struct gw_mqtt_link *link)
     link->events = 0;
 }
 
-static unsigned next_delay(struct gw_mqtt_link *link)
+/* Sets *quick when the delay is one of the quick retries after a loss. */
+static unsigned next_delay(struct gw_mqtt_link *link, bool *quick)
 {
     unsigned base = link->backoff_ms;
+    uint64_t now = uv_now(link->loop);
 
-    /* Exponential backoff with jitter (50-100%) so that many gateways
-     * restarted together do not reconnect in lockstep. */
+    /* Jitter (50-100%) so that many gateways restarted together do not
+     * reconnect in lockstep. */
     link->jitter ^= link->jitter << 13;
     link->jitter ^= link->jitter >> 7;
     link->jitter ^= link->jitter << 17;
+    if (link->quick_pending) {
+        link->quick_pending = false;
+        link->quick_until = now + QUICK_WINDOW_MS;
+    }
+    *quick = now < link->quick_until;
+    if (*quick) {
+        return QUICK_DELAY_MS / 2 +
+               (unsigned)(link->jitter % (QUICK_DELAY_MS / 2 + 1));
+    }
     link->backoff_ms = base * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : base * 2;
     return base / 2 + (unsigned)(link->jitter % (base / 2 + 1));
 }
@@ -147,9 +169,18 @@ static void schedule_retry(struct gw_mqtt_link *link)
         uv_is_active((uv_handle_t *)&link->retry_timer)) {
         return;
     }
-    unsigned delay = next_delay(link);
-    gw_log(GW_LOG_INFO, "mqtt", "reconnecting to %s:%d in %u ms", link->host,
-           link->port, delay);
+    bool quick;
+    bool first_quick = link->quick_pending;
+    unsigned delay = next_delay(link, &quick);
+    if (quick && first_quick) {
+        gw_log(GW_LOG_INFO, "mqtt",
+               "reconnecting to %s:%d every %d-%d ms for up to %d s",
+               link->host, link->port, QUICK_DELAY_MS / 2, QUICK_DELAY_MS,
+               QUICK_WINDOW_MS / 1000);
+    }
+    /* The quick ones are many: the line above stands for them. */
+    gw_log(quick ? GW_LOG_DEBUG : GW_LOG_INFO, "mqtt",
+           "reconnecting to %s:%d in %u ms", link->host, link->port, delay);
     uv_timer_start(&link->retry_timer, on_retry, delay, 0);
 }
 
@@ -416,10 +447,16 @@ static void on_connect(struct mosquitto *mosq, void *obj, int rc)
     if (rc != 0) {
         gw_log(GW_LOG_WARN, "mqtt", "broker refused the connection: %s",
                mosquitto_connack_string(rc));
+        /* Credentials or a full broker: a quick retry would be refused
+         * the same way, so the backoff grows. */
+        link->quick_pending = false;
+        link->quick_until = 0;
         return;
     }
     link->up = true;
     link->backoff_ms = BACKOFF_MIN_MS;
+    link->quick_pending = link->quick_retry; /* for its loss */
+    link->quick_until = 0;
     link->stats.connects++;
     for (size_t i = 0; i < link->n_topics; i++) {
         int sub = mosquitto_subscribe(mosq, NULL, link->topics[i], 0);
@@ -615,6 +652,7 @@ int gw_mqtt_link_init(uv_loop_t *loop, const struct gw_mqtt_link_options *opts,
     link->fd = -1;
     link->backoff_ms = BACKOFF_MIN_MS;
     link->jitter = uv_hrtime() | 1;
+    link->quick_retry = opts->quick_retry;
     if ((rc = copy_options(link, opts)) != 0 ||
         (rc = gw_dns_create(loop, NULL, &link->dns)) != 0 ||
         (rc = setup_client(link, opts)) != 0) {

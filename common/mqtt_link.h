@@ -1,7 +1,8 @@
 /*
  * The instance's one MQTT connection to the broker: libmosquitto driven by
  * the libuv loop (a uv_poll on its socket, a timer for its housekeeping;
- * no mosquitto thread). Reconnects with backoff and resubscribes.
+ * no mosquitto thread). Reconnects with backoff (quick retries first after
+ * a loss, when asked) and resubscribes.
  */
 #ifndef GW_MQTT_LINK_H
 #define GW_MQTT_LINK_H
@@ -49,6 +50,10 @@ struct gw_mqtt_link_options {
      * disconnect, offline). */
     const char *will_topic;
     const char *will_payload;
+    /* After losing a link that was up, retry every 100-200 ms for 10 s
+     * before the backoff (the gateway: what devices publish while it is
+     * not subscribed is lost); false: the backoff alone, as devices do. */
+    bool quick_retry;
     const char *const *topics; /* subscribed at QoS 0 on every connect */
     size_t n_topics;
     gw_mqtt_message_cb on_message;

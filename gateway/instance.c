@@ -301,6 +301,8 @@ static int start_mqtt(struct gw_instance *inst)
         .status_topic = cfg->mqtt.status_topic,
         .will_topic = will_topic,
         .will_payload = will_payload,
+        /* hellos published while it is not subscribed are lost */
+        .quick_retry = true,
         .topics = topics,
         .n_topics = n_topics,
         .on_message = on_mqtt_message,

@@ -521,11 +521,33 @@ else
     echo "# skip: no systemd-analyze; the key checks above stand alone"
 fi
 
+# ---- the broker's drop-in -------------------------------------------------
+
+limits=$src/deploy/mosquitto-limits.conf
+check "deploy/mosquitto-limits.conf is a [Service] drop-in" \
+    test "$(grep -vE '^[[:space:]]*(#|$)' "$limits" | head -n 1)" = "[Service]"
+check "deploy/mosquitto-limits.conf raises LimitNOFILE past 1024" \
+    test "$(awk -F= '$1 == "LimitNOFILE" {print $2}' "$limits")" -gt 100000
+if command -v systemd-analyze >/dev/null; then
+    # A stand-in mosquitto.service with the drop-in beside it.
+    mkdir -p "$GW_TMP/dropin/mosquitto.service.d"
+    printf '[Service]\nExecStart=%s\n' "$(command -v true)" \
+        >"$GW_TMP/dropin/mosquitto.service"
+    cp "$limits" "$GW_TMP/dropin/mosquitto.service.d/limits.conf"
+    systemd-analyze verify "$GW_TMP/dropin/mosquitto.service" \
+        >"$GW_TMP/dropin.out" 2>&1
+    rc=$?
+    sed 's/^/# /' "$GW_TMP/dropin.out"
+    check "systemd-analyze verify accepts the drop-in" test "$rc" -eq 0
+    check "systemd-analyze reports no line of the drop-in" \
+        not grep -qF 'limits.conf:' "$GW_TMP/dropin.out"
+fi
+
 # ---- documentation -------------------------------------------------------
 
 for f in docker/Dockerfile docker/compose.yaml docker/mosquitto.conf \
     docker/hybridgw.json deploy/hybridgw.service \
-    deploy/mosquitto-hybridgw.conf; do
+    deploy/mosquitto-hybridgw.conf deploy/mosquitto-limits.conf; do
     check "docs/deploy.md covers $f" grep -qF "$f" "$src/docs/deploy.md"
 done
 

@@ -54,6 +54,11 @@ BROKER_PID=$MOSQ_PID
 check "every idle device reconnected, counted once each" \
     wait_for_jq "$status" ".idle.reconnected == $n and .idle.online == $n and
         .idle.connects == $((2 * n))"
+# The discovery to compare with is the one before the restart.
+# shellcheck disable=SC2016 # $d is jq's
+check "the last reconnect is after the discovery" \
+    jq -e --argjson d "$(jq .idle.last_initialize_unix_ms <<<"$s")" \
+    '.idle.last_connect_unix_ms > $d' "$status"
 check "the gateway initializes every idle device again on its new connection" \
     wait_for_jq "$status" ".idle.reinitialized == $n"
 check "the last initialize is after the last reconnect" \

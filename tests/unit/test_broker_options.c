@@ -47,6 +47,7 @@ static void test_defaults(void **state)
     assert_string_equal(o.down_pattern, "devices/+/down");
     assert_int_equal(o.max_message_bytes, 65536);
     assert_string_equal(o.revoke_topic, "hybridgw/broker/revoke");
+    assert_int_equal(o.listen_backlog_n, -1); /* the kernel's somaxconn */
     gw_broker_options_free(&o);
     assert_null(o.device_key);
     assert_null(o.down_pattern);
@@ -135,6 +136,11 @@ static void test_bad_values(void **state)
         {"max_message_bytes", "64k", "byte count"},
         {"max_message_bytes", "268435456", "byte count"},
         {"max_message_bytes", "99999999999999999999", "byte count"},
+        {"listen_backlog", "", "empty"},
+        {"listen_backlog", "-1", "somaxconn or a count"},
+        {"listen_backlog", "4k", "somaxconn or a count"},
+        {"listen_backlog", "2147483648", "somaxconn or a count"},
+        {"listen_backlog", "99999999999999999999", "somaxconn or a count"},
         {"revoke_topic", "", "empty"},
         {"revoke_topic", "gw/+/revoke", "wildcard"},
         {"revoke_topic", "$SYS/revoke", "'$'"},
@@ -169,6 +175,31 @@ static void test_max_message_bytes(void **state)
                          0);
         assert_int_equal(gw_broker_options_check(&o, err, sizeof(err)), 0);
         assert_int_equal(o.max_message_bytes, (size_t)atol(good[i]));
+        gw_broker_options_free(&o);
+    }
+}
+
+/* The listeners' backlog: the kernel's bound, a count, or 0 for off. */
+static void test_listen_backlog(void **state)
+{
+    static const struct {
+        const char *value;
+        int n;
+    } good[] = {{"somaxconn", -1},
+                {"0", 0},
+                {"4096", 4096},
+                {"2147483647", 2147483647}};
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        struct gw_broker_options o = {0};
+        char err[256] = "";
+        set_required(&o, NULL);
+        assert_int_equal(gw_broker_options_set(&o, "listen_backlog",
+                                               good[i].value, err, sizeof(err)),
+                         0);
+        assert_int_equal(gw_broker_options_check(&o, err, sizeof(err)), 0);
+        assert_int_equal(o.listen_backlog_n, good[i].n);
         gw_broker_options_free(&o);
     }
 }
@@ -247,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_unknown_and_twice),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_max_message_bytes),
+        cmocka_unit_test(test_listen_backlog),
         cmocka_unit_test(test_device_topic_outside_prefix),
         cmocka_unit_test(test_revoke_topic_apart),
     };
