@@ -126,18 +126,23 @@ static void check_route(const char *id, const char *topic)
     }
 }
 
+/* A broker run as the plugin names it: its start in ms. */
+#define RUN UINT64_C(1795958784583)
+
 static void check_presence(const char *address)
 {
     char out[GW_BROKER_TOPIC_MAX * 7];
-    int n = gw_broker_presence_format(true, address, 42, out, sizeof(out));
+    int n = gw_broker_presence_format(true, address, 42, RUN, out, sizeof(out));
 
     if (n < 0) {
         return; /* longer than any address the broker reports */
     }
     cJSON *root = cJSON_Parse(out);
     cJSON *addr = cJSON_GetObjectItemCaseSensitive(root, "address");
+    cJSON *run = cJSON_GetObjectItemCaseSensitive(root, "run");
     if (root == NULL || !cJSON_IsString(addr) ||
-        strcmp(addr->valuestring, address) != 0 || (size_t)n != strlen(out)) {
+        strcmp(addr->valuestring, address) != 0 || (size_t)n != strlen(out) ||
+        !cJSON_IsNumber(run) || run->valuedouble != (double)RUN) {
         abort();
     }
     cJSON_Delete(root);
